@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
+)
+
+// cmdResult is what one command invocation produced.
+type cmdResult struct {
+	stdout, stderr string
+	code           cmdutil.ExitCode
+}
+
+// testBuild is a fixed build so version output is exact.
+var testBuild = cmdutil.BuildInfo{Version: "v1.2.3", Commit: "0123abc", Date: "2026-11-29T10:00:00Z", GoVersion: "go1.26.8", Platform: "linux/amd64"}
+
+type runOpts struct {
+	tty     bool
+	argv0   string
+	env     map[string]string
+	noColor bool
+}
+
+// runCommand runs the whole command tree in-process with buffer streams.
+func runCommand(t *testing.T, o runOpts, args ...string) cmdResult {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	ios.SetTTY(o.tty)
+	ios.SetNoColorEnv(o.noColor)
+	if o.argv0 == "" {
+		o.argv0 = "mysqlctl"
+	}
+	getenv := func(k string) string { return o.env[k] }
+	f := newFactory(ios, o.argv0, getenv)
+	f.Build = testBuild
+	code := execute(f, NewCmdRoot(f), args)
+	return cmdResult{stdout: out.String(), stderr: errOut.String(), code: code}
+}

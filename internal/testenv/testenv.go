@@ -1,0 +1,257 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options selects the optional control-plane components.
+type Options struct {
+	// ControllerManager also starts kube-controller-manager (needed for StatefulSets, PVC binding,
+	// EndpointSlices, garbage collection).
+	ControllerManager bool
+	// Scheduler also starts kube-scheduler (needed for pods to be bound to nodes).
+	Scheduler bool
+	// SkipCRDs starts without loading manifests/crd (for tests of `mysqlctl install` itself).
+	SkipCRDs bool
+	// Log receives the components' output; nil discards it.
+	Log io.Writer
+}
+
+// Env is a running control plane.
+type Env struct {
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file for the same admin user.
+	Kubeconfig string
+	// Dir is the temporary directory holding certificates, kubeconfig and logs.
+	Dir string
+
+	binDir string
+	env    *envtest.Environment
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	done   []chan struct{}
+}
+
+// Main starts a control plane, stores it in *env, runs the package's tests and stops it.
+// It returns the exit code for os.Exit.
+func Main(m *testing.M, env **Env, opts Options) int {
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return 1
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stop: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// StartT starts a control plane for one test and stops it when the test ends.
+func StartT(t testing.TB, opts Options) *Env {
+	t.Helper()
+	e, err := Start(opts)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("testenv: stop: %v", err)
+		}
+	})
+	return e
+}
+
+// Start starts a control plane. The caller must call Stop.
+func Start(opts Options) (_ *Env, retErr error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "mysqlctl-testenv-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, binDir: bin}
+	defer func() {
+		if retErr != nil {
+			_ = e.Stop()
+		}
+	}()
+	e.env = &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		ControlPlaneStartTimeout: 60 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if !opts.SkipCRDs {
+		root, err := RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		e.env.CRDDirectoryPaths = []string{filepath.Join(root, "manifests", "crd")}
+		e.env.ErrorIfCRDPathMissing = true
+	}
+	cfg, err := e.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start etcd and kube-apiserver from %s: %w", bin, err)
+	}
+	user, err := e.env.AddUser(envtest.User{Name: "mysqlctl-test-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create admin user: %w", err)
+	}
+	e.Config = user.Config()
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	e.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(e.Kubeconfig, kc, 0o600); err != nil {
+		return nil, err
+	}
+	logw := opts.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	certDir := e.env.ControlPlane.APIServer.CertDir
+	if opts.ControllerManager {
+		ca := filepath.Join(dir, "ca.crt")
+		if err := os.WriteFile(ca, cfg.CAData, 0o600); err != nil {
+			return nil, err
+		}
+		if err := e.startProcess(filepath.Join(bin, "kube-controller-manager"), logw,
+			"--kubeconfig="+e.Kubeconfig,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+			"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
+			"--root-ca-file="+ca,
+			"--use-service-account-credentials=false",
+			// Faster convergence for tests; the defaults are tuned for large clusters.
+			"--concurrent-statefulset-syncs=5",
+		); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := e.startProcess(filepath.Join(bin, "kube-scheduler"), logw,
+			"--kubeconfig="+e.Kubeconfig,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+		); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startProcess starts a component as a child that the kernel kills if this process dies.
+func (e *Env) startProcess(path string, log io.Writer, args ...string) error {
+	cmd := exec.Command(path, args...)
+	cmd.Stdout = log
+	cmd.Stderr = log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", filepath.Base(path), err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	e.mu.Lock()
+	e.procs = append(e.procs, cmd)
+	e.done = append(e.done, done)
+	e.mu.Unlock()
+	return nil
+}
+
+// Stop stops every component by PID (the ones started here with SIGTERM, then SIGKILL after
+// 10 s; etcd and kube-apiserver through envtest) and removes the temporary directory.
+func (e *Env) Stop() error {
+	e.mu.Lock()
+	procs, done := e.procs, e.done
+	e.procs, e.done = nil, nil
+	e.mu.Unlock()
+	for i, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done[i]:
+		case <-time.After(10 * time.Second):
+			_ = p.Process.Kill()
+			<-done[i]
+		}
+	}
+	var errs []error
+	if e.env != nil {
+		if err := e.env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.Dir != "" {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PIDs returns the process IDs of every control-plane component that is a child of this
+// process, read from /proc (envtest does not expose etcd's and kube-apiserver's PIDs), so tests
+// can prove that Stop left nothing running.
+func (e *Env) PIDs() []int {
+	return childPIDs(e.binDir)
+}
+
+// Healthy reports whether the API server answers /readyz.
+func (e *Env) Healthy(ctx context.Context) error {
+	rc, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(e.Config.Host, "/")+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := rc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+// AddUser creates a client-certificate user with the given groups (none: a user with no
+// permissions at all) and returns the path of a kubeconfig for it.
+func (e *Env) AddUser(name string, groups ...string) (string, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(e.Dir, "kubeconfig-"+name)
+	return p, os.WriteFile(p, kc, 0o600)
+}
