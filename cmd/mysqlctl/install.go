@@ -90,6 +90,11 @@ func (o *InstallOptions) Complete() error {
 	if !o.RBAC {
 		return nil
 	}
+	if ns := *o.f.ConfigFlags.Namespace; ns != "" {
+		// -n given: no need to read a kubeconfig (which --dry-run must not require).
+		o.Namespace = ns
+		return nil
+	}
 	ns, err := o.f.Namespace()
 	o.Namespace = ns
 	return err

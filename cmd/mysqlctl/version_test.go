@@ -17,8 +17,8 @@ func TestVersionOutput(t *testing.T) {
 		stdout string
 	}{
 		{
-			name: "not a terminal: key<TAB>value lines, no escapes",
-			args: []string{"version"},
+			name:   "not a terminal: key<TAB>value lines, no escapes",
+			args:   []string{"version"},
 			stdout: "version\tv1.2.3\ncommit\t0123abc\nbuilt\t2026-11-29T10:00:00Z\ngo\tgo1.26.8\nplatform\tlinux/amd64\n",
 		},
 		{
