@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // OwnedConfigKeys are the my.cnf options mysqlctl renders itself because replication and failover
 // safety depend on them; the CRD refuses them in spec.mysqlConfig (names compared lower-case with
@@ -15,6 +18,30 @@ var OwnedConfigKeys = []string{
 
 // OwnedConfigPrefix is the prefix of the semi-sync options mysqlctl owns.
 const OwnedConfigPrefix = "rpl_semi_sync"
+
+// OptionModifiers are the prefixes mysqld accepts in front of any option name ("Program Option
+// Modifiers" in the MySQL and MariaDB manuals): skip_log_bin turns the binary log off, so an
+// owned key is refused under any of them.
+var OptionModifiers = []string{"loose_", "skip_", "enable_", "disable_", "maximum_"}
+
+// IsOwnedConfigKey reports whether a my.cnf option name is one mysqlctl renders itself:
+// compared lower-case with '-' read as '_' and option modifiers removed, as mysqld reads it.
+func IsOwnedConfigKey(key string) bool {
+	k := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+	for stripped := true; stripped; {
+		stripped = false
+		for _, m := range OptionModifiers {
+			if rest, ok := strings.CutPrefix(k, m); ok && rest != "" {
+				if slices.Contains(OwnedConfigKeys, k) {
+					// skip_slave_start is itself an owned option name.
+					return true
+				}
+				k, stripped = rest, true
+			}
+		}
+	}
+	return slices.Contains(OwnedConfigKeys, k) || strings.HasPrefix(k, OwnedConfigPrefix)
+}
 
 // FlavorFromImage guesses the flavor from an image reference's repository name: "mariadb" when
 // the last path element of the repository contains it, "mysql" otherwise. It is only a default

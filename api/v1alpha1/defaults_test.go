@@ -30,3 +30,15 @@ func TestDefaultKeepsSetFields(t *testing.T) {
 		t.Errorf("Default: %+v", c.Spec)
 	}
 }
+
+func TestIsOwnedConfigKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"server_id": true, "Server-Id": true, "loose-server-id": true, "skip-log-bin": true, "disable_log_bin": true,
+		"skip_slave_start": true, "skip-replica-start": true, "rpl_semi_sync_master_enabled": true, "loose_rpl_semi_sync_source_timeout": true,
+		"max_connections": false, "skip_name_resolve": false, "innodb_buffer_pool_size": false, "loose_": false, "portal": false,
+	} {
+		if got := IsOwnedConfigKey(k); got != want {
+			t.Errorf("IsOwnedConfigKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}

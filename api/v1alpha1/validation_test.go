@@ -142,6 +142,7 @@ func TestInvalidSpecsRefusedWithReadableMessages(t *testing.T) {
 		{"semi-sync prefix", func(m *v1.MysqlCluster) {
 			m.Spec.MysqlConfig = map[string]string{"RPL_SEMI_SYNC_MASTER_TIMEOUT": "10"}
 		}, []string{"mysqlConfig must not set options that mysqlctl manages", "rpl_semi_sync_*"}},
+		{"modifier prefixes", func(m *v1.MysqlCluster) { m.Spec.MysqlConfig = map[string]string{"skip-log-bin": "1"} }, []string{"mysqlConfig must not set options"}},
 		{"config key syntax", func(m *v1.MysqlCluster) { m.Spec.MysqlConfig = map[string]string{"bad key": "1"} }, []string{"mysqlConfig keys must be option names"}},
 		{"semi-sync waits for too many", func(m *v1.MysqlCluster) { m.Spec.SemiSync.WaitForReplicas = 3 }, []string{"semiSync.waitForReplicas must be less than replicas"}},
 		{"semi-sync timeout too short", func(m *v1.MysqlCluster) { m.Spec.SemiSync.Timeout = &metav1.Duration{Duration: time.Millisecond} }, []string{"semiSync.timeout must be at least 1s"}},
@@ -176,7 +177,7 @@ func TestInvalidSpecsRefusedWithReadableMessages(t *testing.T) {
 func TestEveryOwnedKeyRefused(t *testing.T) {
 	c := newClient(t)
 	for _, k := range v1.OwnedConfigKeys {
-		for _, spelling := range []string{k, strings.ToUpper(strings.ReplaceAll(k, "_", "-"))} {
+		for _, spelling := range []string{k, strings.ToUpper(strings.ReplaceAll(k, "_", "-")), "loose-" + k, "skip_" + k, "disable-" + k} {
 			err := c.Create(ctx(t), cluster(func(m *v1.MysqlCluster) { m.Spec.MysqlConfig = map[string]string{spelling: "1"} }))
 			if err == nil {
 				t.Errorf("mysqlConfig %q accepted", spelling)

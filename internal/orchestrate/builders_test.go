@@ -1,0 +1,251 @@
+package orchestrate
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+func testCluster(mutate ...func(*v1.MysqlCluster)) *v1.MysqlCluster {
+	c := &v1.MysqlCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "db", UID: "uid-1", Generation: 1},
+		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3, Storage: v1.StorageSpec{Size: "1Gi"}},
+	}
+	for _, m := range mutate {
+		m(c)
+	}
+	return c
+}
+
+func TestRenderMyCnfPerFlavor(t *testing.T) {
+	tests := []struct {
+		name      string
+		cluster   *v1.MysqlCluster
+		want      []string
+		forbidden []string
+	}{
+		{
+			name:    "mariadb",
+			cluster: testCluster(),
+			want: []string{"[mysqld]\n", "log_bin = mysql-bin\n", "log_slave_updates = ON\n", "gtid_strict_mode = ON\n",
+				"read_only = ON\n", "sync_binlog = 1\n", "innodb_flush_log_at_trx_commit = 1\n", "skip_slave_start = ON\n",
+				"rpl_semi_sync_master_wait_point = AFTER_SYNC\n", "rpl_semi_sync_master_timeout = 86400000\n"},
+			forbidden: []string{"gtid_mode", "super_read_only", "rpl_semi_sync_source"},
+		},
+		{
+			name:    "mysql",
+			cluster: testCluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }),
+			want: []string{"gtid_mode = ON\n", "enforce_gtid_consistency = ON\n", "super_read_only = ON\n", "read_only = ON\n",
+				"loose_log_replica_updates = ON\n", "loose_skip_replica_start = ON\n", "loose_rpl_semi_sync_source_wait_point = AFTER_SYNC\n"},
+			forbidden: []string{"gtid_strict_mode", "gtid_domain_id", "\nrpl_semi_sync_master_enabled"},
+		},
+		{
+			name: "user config appended in key order, semi-sync timeout honoured",
+			cluster: testCluster(func(c *v1.MysqlCluster) {
+				c.Spec.MysqlConfig = map[string]string{"max_connections": "500", "innodb_buffer_pool_size": "1G"}
+				c.Spec.SemiSync.Timeout = &metav1.Duration{Duration: 90e9}
+			}),
+			want: []string{"rpl_semi_sync_master_timeout = 90000\n", "innodb_buffer_pool_size = 1G\nmax_connections = 500\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RenderMyCnf(tt.cluster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("missing %q in\n%s", w, got)
+				}
+			}
+			for _, f := range tt.forbidden {
+				if strings.Contains(got, f) {
+					t.Errorf("unexpected %q in\n%s", f, got)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderMyCnfRefusesOwnedAndMultilineKeys(t *testing.T) {
+	for cfg, want := range map[string]map[string]string{
+		"loose_read_only, server-id, skip-log-bin": {"server-id": "9", "loose_read_only": "OFF", "skip-log-bin": "1", "max_connections": "10"},
+		"single-line":                {"init_connect": "SET x=1\n[client]"},
+	} {
+		_, err := RenderMyCnf(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = want }))
+		if err == nil || !strings.Contains(err.Error(), cfg) {
+			t.Errorf("%v: got %v, want an error naming %q", want, err, cfg)
+		}
+	}
+}
+
+func TestBuildStatefulSet(t *testing.T) {
+	c := testCluster(func(c *v1.MysqlCluster) { c.Spec.Storage.StorageClassName = ptr.To("rig") })
+	sts, err := BuildStatefulSet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sts.Spec
+	if *s.Replicas != 3 || s.ServiceName != "demo-instances" || s.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
+		t.Errorf("replicas/serviceName/policy: %d %s %s", *s.Replicas, s.ServiceName, s.PodManagementPolicy)
+	}
+	if p := s.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 3 {
+		t.Errorf("partition %v, want 3 (no pod rolls by itself)", p)
+	}
+	if s.PersistentVolumeClaimRetentionPolicy.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Error("PVCs must be retained when the StatefulSet is deleted")
+	}
+	if len(sts.OwnerReferences) != 1 || sts.OwnerReferences[0].UID != "uid-1" || !*sts.OwnerReferences[0].Controller {
+		t.Errorf("owner references %+v", sts.OwnerReferences)
+	}
+	vct := s.VolumeClaimTemplates[0]
+	if q := vct.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" || *vct.Spec.StorageClassName != "rig" {
+		t.Errorf("volume claim %s %v", q.String(), vct.Spec.StorageClassName)
+	}
+	pod := s.Template.Spec
+	ctr := pod.Containers[0]
+	if ctr.Image != "mariadb:10.11" || ctr.Ports[0].ContainerPort != 3306 {
+		t.Errorf("container %s %v", ctr.Image, ctr.Ports)
+	}
+	env := ctr.Env[0]
+	if env.Name != "MARIADB_ROOT_PASSWORD" || env.ValueFrom.SecretKeyRef.Name != "demo-credentials" || env.ValueFrom.SecretKeyRef.Key != SecretRootPassword {
+		t.Errorf("root password env %+v", env)
+	}
+	probe := strings.Join(ctr.ReadinessProbe.Exec.Command, " ")
+	if !strings.Contains(probe, `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb --protocol=socket -uroot`) || !strings.Contains(probe, "SELECT 1") {
+		t.Errorf("readiness probe must run SQL over the socket without a password argument: %s", probe)
+	}
+	script := pod.InitContainers[0].Command[2]
+	for _, w := range []string{`ordinal="${HOSTNAME##*-}"`, "$((1000 + ordinal))", "/mnt/mysqlctl-config/mysqlctl.cnf /etc/mysql/conf.d/mysqlctl.cnf"} {
+		if !strings.Contains(script, w) {
+			t.Errorf("init script lacks %q:\n%s", w, script)
+		}
+	}
+	if pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+		t.Error("anti-affinity must prefer spreading across nodes")
+	}
+	if sts.Spec.Template.Annotations[AnnotationConfigHash] == "" {
+		t.Error("config hash annotation missing")
+	}
+
+	// MySQL images use their own variable and client names.
+	my, err := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := my.Spec.Template.Spec.Containers[0].Env[0].Name; n != "MYSQL_ROOT_PASSWORD" {
+		t.Errorf("mysql root password env %s", n)
+	}
+	// An upgrade in progress drives the partition.
+	up, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) {
+		c.Status.Upgrade = &v1.UpgradeStatus{Barrier: v1.UpgradeTemplateReady, Partition: ptr.To[int32](1)}
+	}))
+	if *up.Spec.UpdateStrategy.RollingUpdate.Partition != 1 {
+		t.Errorf("upgrade partition not applied: %d", *up.Spec.UpdateStrategy.RollingUpdate.Partition)
+	}
+	// The config hash follows my.cnf and nothing else.
+	other, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = map[string]string{"max_connections": "9"} }))
+	same, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.Replicas = 5 }))
+	h := sts.Spec.Template.Annotations[AnnotationConfigHash]
+	if other.Spec.Template.Annotations[AnnotationConfigHash] == h || same.Spec.Template.Annotations[AnnotationConfigHash] != h {
+		t.Error("config hash must change with my.cnf only")
+	}
+}
+
+func TestServices(t *testing.T) {
+	c := testCluster(func(c *v1.MysqlCluster) { c.Spec.PrimaryService = "writer" })
+	h, p, r := BuildHeadlessService(c), BuildPrimaryService(c), BuildReplicaService(c)
+	if h.Spec.ClusterIP != corev1.ClusterIPNone || !h.Spec.PublishNotReadyAddresses || h.Name != "demo-instances" {
+		t.Errorf("headless %+v", h.Spec)
+	}
+	if p.Name != "writer" || p.Spec.Selector[LabelRole] != "primary" || p.Spec.Selector[LabelInstance] != "demo" {
+		t.Errorf("primary %s %v", p.Name, p.Spec.Selector)
+	}
+	if r.Name != "demo-replicas" || r.Spec.Selector[LabelRole] != "replica" {
+		t.Errorf("replicas %s %v", r.Name, r.Spec.Selector)
+	}
+}
+
+func TestBuildSecret(t *testing.T) {
+	s1, err := BuildSecret(testCluster())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := BuildSecret(testCluster())
+	if s1.Name != "demo-credentials" || len(MissingSecretKeys(s1)) != 0 {
+		t.Fatalf("secret %s missing %v", s1.Name, MissingSecretKeys(s1))
+	}
+	for _, k := range SecretKeys {
+		if len(s1.Data[k]) != 32 || string(s1.Data[k]) == string(s2.Data[k]) {
+			t.Errorf("%s: want 32 random characters, different per call", k)
+		}
+		if strings.ContainsAny(string(s1.Data[k]), `'"\$@:/ `) {
+			t.Errorf("%s contains characters that need quoting", k)
+		}
+	}
+	partial := &corev1.Secret{Data: map[string][]byte{SecretRootPassword: []byte("x"), SecretReplicationPassword: {}}}
+	if got := MissingSecretKeys(partial); strings.Join(got, ",") != "replication-password,orchestration-password" {
+		t.Errorf("MissingSecretKeys = %v", got)
+	}
+}
+
+func TestPDBFailClosed(t *testing.T) {
+	all := Convergence{true, true, true, true}
+	tests := []struct {
+		name string
+		cv   Convergence
+		mut  func(*v1.MysqlCluster)
+		want int32
+	}{
+		{"converged", all, nil, 1},
+		{"replicas not converged", Convergence{false, true, true, true}, nil, 0},
+		{"image rolling", Convergence{true, false, true, true}, nil, 0},
+		{"roles unproven", Convergence{true, true, false, true}, nil, 0},
+		{"HA not healthy", Convergence{true, true, true, false}, nil, 0},
+		{"nothing known", Convergence{}, nil, 0},
+		{"single instance never", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 1 }, 0},
+	}
+	for _, tt := range tests {
+		c := testCluster()
+		if tt.mut != nil {
+			tt.mut(c)
+		}
+		pdb := BuildPDB(c, tt.cv)
+		if got := pdb.Spec.MaxUnavailable.IntVal; got != tt.want {
+			t.Errorf("%s: maxUnavailable %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestConvergenceFromStatus(t *testing.T) {
+	healthy := func(c *v1.MysqlCluster) {
+		c.Status = v1.MysqlClusterStatus{
+			Phase: v1.PhaseRunning, ObservedGeneration: 1, ReadyInstances: 3, CurrentPrimary: "demo-0",
+			HA: &v1.HAStatus{State: v1.HAHealthy},
+			Instances: []v1.InstanceStatus{{Name: "demo-0", Role: v1.RolePrimary}, {Name: "demo-1", Role: v1.RoleReplica}, {Name: "demo-2", Role: v1.RoleReplica}},
+		}
+	}
+	if cv := ConvergenceFromStatus(testCluster(healthy), true); !cv.Converged() {
+		t.Errorf("healthy cluster not converged: %+v", cv)
+	}
+	for name, mut := range map[string]func(*v1.MysqlCluster){
+		"stale generation": func(c *v1.MysqlCluster) { c.Generation = 2 },
+		"operation":        func(c *v1.MysqlCluster) { c.Status.Operation = &v1.OperationStatus{ID: "x"} },
+		"errant":           func(c *v1.MysqlCluster) { c.Status.ErrantInstances = []v1.ErrantInstance{{Name: "demo-2"}} },
+		"suspected":        func(c *v1.MysqlCluster) { c.Status.HA.State = v1.HASuspected },
+		"unknown role":     func(c *v1.MysqlCluster) { c.Status.Instances[2].Role = v1.RoleUnknown },
+		"one not ready":    func(c *v1.MysqlCluster) { c.Status.ReadyInstances = 2 },
+		"upgrading":        func(c *v1.MysqlCluster) { c.Status.Upgrade = &v1.UpgradeStatus{Barrier: v1.UpgradePreparing} },
+	} {
+		if ConvergenceFromStatus(testCluster(healthy, mut), true).Converged() {
+			t.Errorf("%s: converged, want fail-closed", name)
+		}
+	}
+}

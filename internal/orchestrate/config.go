@@ -1,0 +1,109 @@
+package orchestrate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// ConfigFileName is the my.cnf fragment in the ConfigMap. The init container copies it next to
+// the per-instance server-id fragment in /etc/mysql/conf.d, which both official images read.
+const ConfigFileName = "mysqlctl.cnf"
+
+// RenderMyCnf renders the [mysqld] section for the cluster's flavor: GTID replication with
+// binary logs on every instance (any replica may become primary), durable flushing (an
+// acknowledged commit is on disk), read-only at start (nothing is writable until mysqlctl has
+// proven which instance is the primary), replication not started automatically (mysqlctl points
+// it), and semi-sync variables. The user's mysqlConfig is appended in key order; owned keys are
+// refused (the CRD refuses them too; this guards objects that bypassed validation).
+//
+// Options that exist only in some server versions carry the "loose_" prefix, which makes mysqld
+// ignore them where unknown instead of refusing to start (MySQL and MariaDB manuals, "Program
+// Option Modifiers").
+func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
+	var b strings.Builder
+	w := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
+	b.WriteString("# Rendered by mysqlctl from MysqlCluster " + c.Namespace + "/" + c.Name + "; edit spec.mysqlConfig instead.\n")
+	b.WriteString("[mysqld]\n")
+	timeoutMS := int64(24 * 3600 * 1000)
+	if t := c.Spec.SemiSync.Timeout; t != nil {
+		timeoutMS = t.Milliseconds()
+	}
+	flavor := c.Spec.Flavor
+	if flavor == "" {
+		flavor = v1.FlavorFromImage(c.Spec.Image)
+	}
+	w("skip_name_resolve", "ON")
+	w("log_bin", "mysql-bin")
+	w("relay_log", "relay-bin")
+	w("binlog_format", "ROW")
+	w("sync_binlog", "1")
+	w("innodb_flush_log_at_trx_commit", "1")
+	w("read_only", "ON")
+	switch flavor {
+	case v1.FlavorMariaDB:
+		w("log_slave_updates", "ON")
+		w("gtid_strict_mode", "ON")
+		w("gtid_domain_id", "0")
+		w("skip_slave_start", "ON")
+		// Semi-sync is built into MariaDB 10.3+; mysqlctl switches the master side on the
+		// primary and the slave side on replicas at run time.
+		w("rpl_semi_sync_master_enabled", "OFF")
+		w("rpl_semi_sync_slave_enabled", "OFF")
+		w("rpl_semi_sync_master_wait_point", "AFTER_SYNC")
+		w("rpl_semi_sync_master_wait_no_slave", "ON")
+		w("rpl_semi_sync_master_timeout", fmt.Sprint(timeoutMS))
+	default:
+		w("gtid_mode", "ON")
+		w("enforce_gtid_consistency", "ON")
+		w("super_read_only", "ON")
+		w("loose_log_replica_updates", "ON")
+		w("loose_log_slave_updates", "ON")
+		w("loose_skip_replica_start", "ON")
+		w("loose_skip_slave_start", "ON")
+		// The semi-sync plugins are installed at run time by mysqlctl (their names differ
+		// between 5.7 and 8.0.26+); until then these loose options are ignored.
+		w("loose_rpl_semi_sync_source_wait_point", "AFTER_SYNC")
+		w("loose_rpl_semi_sync_source_timeout", fmt.Sprint(timeoutMS))
+		w("loose_rpl_semi_sync_master_wait_point", "AFTER_SYNC")
+		w("loose_rpl_semi_sync_master_timeout", fmt.Sprint(timeoutMS))
+	}
+	keys := make([]string, 0, len(c.Spec.MysqlConfig))
+	for k := range c.Spec.MysqlConfig {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var refused []string
+	for _, k := range keys {
+		if v1.IsOwnedConfigKey(k) {
+			refused = append(refused, k)
+			continue
+		}
+		v := c.Spec.MysqlConfig[k]
+		if strings.ContainsAny(k+v, "\n\r") || strings.ContainsAny(k, "=[] \t#") {
+			return "", fmt.Errorf("mysqlConfig %q: keys and values must be single-line option names and values", k)
+		}
+		w(k, v)
+	}
+	if len(refused) > 0 {
+		return "", fmt.Errorf("mysqlConfig must not set keys that mysqlctl manages: %s", strings.Join(refused, ", "))
+	}
+	return b.String(), nil
+}
+
+// BuildConfigMap returns the ConfigMap with the rendered my.cnf.
+func BuildConfigMap(c *v1.MysqlCluster) (*corev1.ConfigMap, error) {
+	cnf, err := RenderMyCnf(c)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ConfigMap{
+		TypeMeta:   typeMeta("v1", "ConfigMap"),
+		ObjectMeta: objectMeta(c, ConfigMapName(c), "config"),
+		Data:       map[string]string{ConfigFileName: cnf},
+	}, nil
+}

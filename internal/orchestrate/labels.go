@@ -1,0 +1,90 @@
+package orchestrate
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// Label keys mysqlctl sets.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	// LabelRole is set on pods by mysqlctl: "primary" on the one writable instance, "replica" on
+	// replicas proven healthy, "quarantined" on instances kept out of service. The primary and
+	// replica Services select on it, so moving the label moves the traffic.
+	LabelRole = "mysqlctl.io/role"
+)
+
+// FieldOwner is the server-side apply field manager of every object mysqlctl writes.
+const FieldOwner = "mysqlctl"
+
+// MySQLPort is the server port.
+const MySQLPort = 3306
+
+// SelectorLabels select every instance of the cluster.
+func SelectorLabels(c *v1.MysqlCluster) map[string]string {
+	return map[string]string{LabelName: "mysql", LabelInstance: c.Name, LabelManagedBy: FieldOwner}
+}
+
+func labelsWith(c *v1.MysqlCluster, component string) map[string]string {
+	l := SelectorLabels(c)
+	l[LabelComponent] = component
+	return l
+}
+
+// HeadlessServiceName names the governing Service of the StatefulSet, which gives each pod a
+// stable DNS name (<pod>.<headless>.<namespace>.svc).
+func HeadlessServiceName(c *v1.MysqlCluster) string { return c.Name + "-instances" }
+
+// ConfigMapName names the ConfigMap holding my.cnf.
+func ConfigMapName(c *v1.MysqlCluster) string { return c.Name + "-config" }
+
+// PrimaryServiceName is spec.primaryService or its default.
+func PrimaryServiceName(c *v1.MysqlCluster) string {
+	if c.Spec.PrimaryService != "" {
+		return c.Spec.PrimaryService
+	}
+	return c.Name + "-primary"
+}
+
+// ReplicaServiceName is spec.replicaService or its default.
+func ReplicaServiceName(c *v1.MysqlCluster) string {
+	if c.Spec.ReplicaService != "" {
+		return c.Spec.ReplicaService
+	}
+	return c.Name + "-replicas"
+}
+
+// SecretName is spec.credentialsSecretName or its default.
+func SecretName(c *v1.MysqlCluster) string {
+	if c.Spec.CredentialsSecretName != "" {
+		return c.Spec.CredentialsSecretName
+	}
+	return c.Name + "-credentials"
+}
+
+// ownerRef makes the cluster the controller owner, so deleting it garbage-collects what it owns
+// (PersistentVolumeClaims excepted: the StatefulSet retains them).
+func ownerRef(c *v1.MysqlCluster) []metav1.OwnerReference {
+	t := true
+	return []metav1.OwnerReference{{
+		APIVersion:         v1.GroupVersion.String(),
+		Kind:               "MysqlCluster",
+		Name:               c.Name,
+		UID:                c.UID,
+		Controller:         &t,
+		BlockOwnerDeletion: &t,
+	}}
+}
+
+func objectMeta(c *v1.MysqlCluster, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       c.Namespace,
+		Labels:          labelsWith(c, component),
+		OwnerReferences: ownerRef(c),
+	}
+}

@@ -1,0 +1,77 @@
+package orchestrate
+
+import (
+	"crypto/rand"
+	"fmt"
+	"math/big"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// Keys of the credentials Secret.
+const (
+	// SecretRootPassword is the server's root password.
+	SecretRootPassword = "root-password"
+	// SecretReplicationPassword is the password of the replication user.
+	SecretReplicationPassword = "replication-password"
+	// SecretOrchestrationPassword is the password of the user mysqlctl itself connects as.
+	SecretOrchestrationPassword = "orchestration-password"
+)
+
+// SecretKeys are the keys a credentials Secret must hold.
+var SecretKeys = []string{SecretRootPassword, SecretReplicationPassword, SecretOrchestrationPassword}
+
+// BuildSecret returns the credentials Secret to create when none exists: random passwords
+// (crypto/rand) for every key. An existing Secret is never rebuilt or overwritten; see
+// MissingSecretKeys.
+func BuildSecret(c *v1.MysqlCluster) (*corev1.Secret, error) {
+	data := map[string][]byte{}
+	for _, k := range SecretKeys {
+		p, err := RandomPassword(32)
+		if err != nil {
+			return nil, err
+		}
+		data[k] = []byte(p)
+	}
+	return &corev1.Secret{
+		TypeMeta:   typeMeta("v1", "Secret"),
+		ObjectMeta: objectMeta(c, SecretName(c), "credentials"),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}, nil
+}
+
+// MissingSecretKeys lists the required keys an existing Secret lacks or leaves empty.
+func MissingSecretKeys(s *corev1.Secret) []string {
+	var missing []string
+	for _, k := range SecretKeys {
+		if len(s.Data[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	return missing
+}
+
+// passwordAlphabet avoids characters that need quoting in shells, DSNs or SQL literals.
+const passwordAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
+
+// RandomPassword returns n characters drawn uniformly from passwordAlphabet with crypto/rand.
+func RandomPassword(n int) (string, error) {
+	b := make([]byte, n)
+	max := big.NewInt(int64(len(passwordAlphabet)))
+	for i := range b {
+		x, err := rand.Int(rand.Reader, max)
+		if err != nil {
+			return "", fmt.Errorf("read random bytes: %w", err)
+		}
+		b[i] = passwordAlphabet[x.Int64()]
+	}
+	return string(b), nil
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}

@@ -1,0 +1,195 @@
+package orchestrate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// Paths inside the pod. Both official images read /etc/mysql/conf.d/*.cnf and keep data in
+// /var/lib/mysql.
+const (
+	DataDir        = "/var/lib/mysql"
+	ConfDir        = "/etc/mysql/conf.d"
+	ConfigMountDir = "/mnt/mysqlctl-config"
+	// ServerIDBase is added to the ordinal to form server_id (0 is not a valid replication
+	// server_id, and a recognisable base makes foreign server ids stand out in GTIDs).
+	ServerIDBase = 1000
+	// AnnotationConfigHash on the pod template records the my.cnf the pods were started with.
+	AnnotationConfigHash = "mysqlctl.io/config-hash"
+	// ContainerName is the server container.
+	ContainerName = "mysql"
+)
+
+// flavorTools are the per-flavor names the official images use.
+type flavorTools struct {
+	rootPasswordEnv string
+	client, admin   string
+}
+
+func toolsFor(c *v1.MysqlCluster) flavorTools {
+	flavor := c.Spec.Flavor
+	if flavor == "" {
+		flavor = v1.FlavorFromImage(c.Spec.Image)
+	}
+	if flavor == v1.FlavorMariaDB {
+		// MariaDB 11 images no longer ship the mysql* names.
+		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin"}
+	}
+	return flavorTools{rootPasswordEnv: "MYSQL_ROOT_PASSWORD", client: "mysql", admin: "mysqladmin"}
+}
+
+// initScript derives server_id from the pod's ordinal (the hostname's last '-' field) and
+// assembles conf.d from the ConfigMap, as the Kubernetes replicated-MySQL StatefulSet example does.
+func initScript(c *v1.MysqlCluster) string {
+	return fmt.Sprintf(`set -eu
+ordinal="${HOSTNAME##*-}"
+case "$ordinal" in ''|*[!0-9]*) echo "mysqlctl: cannot derive the ordinal from hostname $HOSTNAME" >&2; exit 1;; esac
+cp %[1]s/%[2]s %[3]s/%[2]s
+printf '[mysqld]\nserver_id = %%d\nreport_host = %%s\n' "$((%[4]d + ordinal))" "$HOSTNAME.%[5]s" > %[3]s/server-id.cnf
+`, ConfigMountDir, ConfigFileName, ConfDir, ServerIDBase, HeadlessServiceName(c))
+}
+
+// probeCommand runs a SQL statement as root over the local socket. The password travels in
+// MYSQL_PWD, never on the command line (where ps would show it).
+func probeCommand(t flavorTools, sql string) []string {
+	return []string{"sh", "-c", fmt.Sprintf(`MYSQL_PWD="$%s" exec %s --protocol=socket -uroot -N -B -e '%s'`, t.rootPasswordEnv, t.client, sql)}
+}
+
+// BuildStatefulSet returns the StatefulSet. The rolling-update partition starts at the replica
+// count so no template change ever rolls a pod by itself: the upgrade operation lowers it one
+// pod at a time (status.upgrade.partition) only while the cluster is proven healthy.
+func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
+	cnf, err := RenderMyCnf(c)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(cnf))
+	size, err := resource.ParseQuantity(storageSize(c))
+	if err != nil {
+		return nil, fmt.Errorf("spec.storage.size %q: %w", storageSize(c), err)
+	}
+	t := toolsFor(c)
+	replicas := c.Spec.Replicas
+	if replicas == 0 {
+		replicas = 3
+	}
+	partition := replicas
+	if c.Status.Upgrade != nil && c.Status.Upgrade.Partition != nil {
+		partition = *c.Status.Upgrade.Partition
+	}
+	grace := int64(60)
+	fsGroup := int64(999)
+	noLinks := false
+	sel := SelectorLabels(c)
+	rootPassword := corev1.EnvVar{Name: t.rootPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(c)}, Key: SecretRootPassword,
+	}}}
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataDir}, {Name: "conf", MountPath: ConfDir}}
+
+	sts := &appsv1.StatefulSet{
+		TypeMeta:   typeMeta("apps/v1", "StatefulSet"),
+		ObjectMeta: objectMeta(c, c.Name, "database"),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            &replicas,
+			ServiceName:         HeadlessServiceName(c),
+			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: sel},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition},
+			},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labelsWith(c, "database"),
+					Annotations: map[string]string{AnnotationConfigHash: hex.EncodeToString(sum[:8])},
+				},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: &grace,
+					EnableServiceLinks:            &noLinks,
+					SecurityContext:               &corev1.PodSecurityContext{FSGroup: &fsGroup},
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+							Weight: 100,
+							PodAffinityTerm: corev1.PodAffinityTerm{
+								TopologyKey:   corev1.LabelHostname,
+								LabelSelector: &metav1.LabelSelector{MatchLabels: sel},
+							},
+						}},
+					}},
+					InitContainers: []corev1.Container{{
+						Name:    "init-config",
+						Image:   c.Spec.Image,
+						Command: []string{"sh", "-c", initScript(c)},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "conf", MountPath: ConfDir},
+							{Name: "config", MountPath: ConfigMountDir, ReadOnly: true},
+						},
+					}},
+					Containers: []corev1.Container{{
+						Name:         ContainerName,
+						Image:        c.Spec.Image,
+						Env:          []corev1.EnvVar{rootPassword},
+						Ports:        []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
+						VolumeMounts: mounts,
+						Resources:    c.Spec.Resources,
+						// Ready means the server answers SQL; whether it replicates correctly is
+						// proven separately by mysqlctl from replication evidence.
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: probeCommand(t, "SELECT 1")}},
+							PeriodSeconds:    2,
+							TimeoutSeconds:   2,
+							FailureThreshold: 2,
+							SuccessThreshold: 1,
+						},
+						// Alive means the process answers at all (ping succeeds even when access
+						// is denied); generous, so a busy server is not killed mid-recovery.
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+								"sh", "-c", fmt.Sprintf("exec %s --protocol=socket ping", t.admin),
+							}}},
+							InitialDelaySeconds: 30,
+							PeriodSeconds:       10,
+							TimeoutSeconds:      5,
+							FailureThreshold:    6,
+							SuccessThreshold:    1,
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "conf", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+						}}},
+					},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: SelectorLabels(c)},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: c.Spec.Storage.StorageClassName,
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+				},
+			}},
+		},
+	}
+	return sts, nil
+}
+
+func storageSize(c *v1.MysqlCluster) string {
+	if c.Spec.Storage.Size != "" {
+		return c.Spec.Storage.Size
+	}
+	return "10Gi"
+}
