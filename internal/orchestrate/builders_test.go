@@ -77,7 +77,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 func TestRenderMyCnfRefusesOwnedAndMultilineKeys(t *testing.T) {
 	for cfg, want := range map[string]map[string]string{
 		"loose_read_only, server-id, skip-log-bin": {"server-id": "9", "loose_read_only": "OFF", "skip-log-bin": "1", "max_connections": "10"},
-		"single-line":                {"init_connect": "SET x=1\n[client]"},
+		"single-line": {"init_connect": "SET x=1\n[client]"},
 	} {
 		_, err := RenderMyCnf(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = want }))
 		if err == nil || !strings.Contains(err.Error(), cfg) {
@@ -228,7 +228,7 @@ func TestConvergenceFromStatus(t *testing.T) {
 	healthy := func(c *v1.MysqlCluster) {
 		c.Status = v1.MysqlClusterStatus{
 			Phase: v1.PhaseRunning, ObservedGeneration: 1, ReadyInstances: 3, CurrentPrimary: "demo-0",
-			HA: &v1.HAStatus{State: v1.HAHealthy},
+			HA:        &v1.HAStatus{State: v1.HAHealthy},
 			Instances: []v1.InstanceStatus{{Name: "demo-0", Role: v1.RolePrimary}, {Name: "demo-1", Role: v1.RoleReplica}, {Name: "demo-2", Role: v1.RoleReplica}},
 		}
 	}

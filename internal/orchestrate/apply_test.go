@@ -1,0 +1,186 @@
+package orchestrate
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) }
+
+// countingClient returns a client whose every non-read request is counted.
+func countingClient(t *testing.T) (client.Client, *atomic.Int64) {
+	t.Helper()
+	var writes atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				writes.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &writes
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func desiredObjects(t *testing.T, c *v1.MysqlCluster) []client.Object {
+	t.Helper()
+	sts, err := BuildStatefulSet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := BuildConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []client.Object{cm, BuildHeadlessService(c), BuildPrimaryService(c), BuildReplicaService(c), sts, BuildPDB(c, Convergence{})}
+}
+
+// TestApplyWritesOnlyWhatChanged proves against a real API server: the first apply creates
+// everything; an unchanged spec applied again sends zero write requests even though the server
+// defaulted many fields; a change touches only the objects it changes; an out-of-band edit of
+// an owned field is repaired; a field mysqlctl stops setting is removed.
+func TestApplyWritesOnlyWhatChanged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, writes := countingClient(t)
+	cluster := &v1.MysqlCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "apply", Namespace: "default"},
+		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3, MysqlConfig: map[string]string{"max_connections": "100"}},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	applyAll := func(cl *v1.MysqlCluster) map[string]ApplyResult {
+		t.Helper()
+		out := map[string]ApplyResult{}
+		for _, o := range desiredObjects(t, cl) {
+			r, err := Apply(ctx, c, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = r
+		}
+		return out
+	}
+
+	writes.Store(0)
+	for k, r := range applyAll(cluster) {
+		if r != Created {
+			t.Errorf("first apply %s: %s", k, r)
+		}
+	}
+	if n := writes.Load(); n != 6 {
+		t.Errorf("first apply sent %d writes, want 6", n)
+	}
+
+	writes.Store(0)
+	for k, r := range applyAll(cluster) {
+		if r != Unchanged {
+			t.Errorf("second apply %s: %s", k, r)
+		}
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("unchanged spec sent %d write requests, want 0", n)
+	}
+
+	// Scaling touches the StatefulSet only (the PDB is derived from convergence, not replicas).
+	cluster.Spec.Replicas = 5
+	writes.Store(0)
+	got := applyAll(cluster)
+	if n := writes.Load(); n != 1 || got["StatefulSet/apply"] != Configured {
+		t.Errorf("replicas change: %d writes, results %v", n, got)
+	}
+
+	// A my.cnf change touches the ConfigMap and the template's config hash, nothing else.
+	cluster.Spec.MysqlConfig = map[string]string{"max_connections": "200"}
+	writes.Store(0)
+	got = applyAll(cluster)
+	if n := writes.Load(); n != 2 || got["ConfigMap/apply-config"] != Configured || got["StatefulSet/apply"] != Configured {
+		t.Errorf("config change: %d writes, results %v", n, got)
+	}
+
+	// Someone edits an owned field: the next apply repairs it.
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "apply-primary"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Selector[LabelRole] = "replica"
+	if err := c.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Apply(ctx, c, BuildPrimaryService(cluster)); err != nil || r != Configured {
+		t.Fatalf("repair: %v %v", r, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector[LabelRole] != "primary" {
+		t.Errorf("selector not repaired: %v", svc.Spec.Selector)
+	}
+
+	// A key removed from mysqlConfig disappears from the ConfigMap.
+	cluster.Spec.MysqlConfig = nil
+	cm, _ := BuildConfigMap(cluster)
+	if r, err := Apply(ctx, c, cm); err != nil || r != Configured {
+		t.Fatalf("removal: %v %v", r, err)
+	}
+	live := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Data[ConfigFileName] != cm.Data[ConfigFileName] {
+		t.Errorf("ConfigMap not converged:\n%s", live.Data[ConfigFileName])
+	}
+}
+
+func TestContains(t *testing.T) {
+	live := map[string]any{"a": int64(1), "b": map[string]any{"c": "x", "d": true}, "l": []any{map[string]any{"n": "1", "extra": 2.0}}}
+	for name, tc := range map[string]struct {
+		desired any
+		want    bool
+	}{
+		"subset":               {map[string]any{"b": map[string]any{"c": "x"}}, true},
+		"number kinds":         {map[string]any{"a": 1.0}, true},
+		"different":            {map[string]any{"a": int64(2)}, false},
+		"missing":              {map[string]any{"z": "1"}, false},
+		"list element subset":  {map[string]any{"l": []any{map[string]any{"n": "1"}}}, true},
+		"list length differs":  {map[string]any{"l": []any{map[string]any{}, map[string]any{}}}, false},
+		"empty map vs missing": {map[string]any{"e": map[string]any{}}, true},
+	} {
+		if got := Contains(live, tc.desired); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
