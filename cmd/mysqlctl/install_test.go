@@ -10,11 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
-	"github.com/mysqlctl/mysqlctl/internal/testenv"
 )
 
 const crdLine = "customresourcedefinition.apiextensions.k8s.io/mysqlclusters.mysqlctl.io"
@@ -22,11 +22,21 @@ const crdLine = "customresourcedefinition.apiextensions.k8s.io/mysqlclusters.mys
 // TestInstall runs `mysqlctl install` against a real API server that starts without the CRD.
 func TestInstall(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	env := testenv.StartT(t, testenv.Options{SkipCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
+	// The package's control plane starts with the CRD; remove it so install starts from nothing,
+	// and leave it installed again for the other tests.
+	removeCRD(ctx, t, ext)
+
+	// Without the CRD, cluster commands say what to do.
+	for _, args := range [][]string{{"get"}, {"create", "early", "--image", "mariadb:10.11"}} {
+		r := runCommand(t, runOpts{}, append(args, "--kubeconfig", env.Kubeconfig)...)
+		if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, "the MysqlCluster CRD is not installed in this cluster: run 'mysqlctl install'") {
+			t.Errorf("%v without the CRD: exit %d stderr %q", args, r.code, r.stderr)
+		}
+	}
 
 	r := runCommand(t, runOpts{}, "install", "--kubeconfig", env.Kubeconfig)
 	if r.code != cmdutil.ExitOK {
@@ -121,6 +131,24 @@ func TestInstall(t *testing.T) {
 	r = runCommand(t, runOpts{}, "install", "--kubeconfig", nobody)
 	if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, "not allowed to get "+crdLine) {
 		t.Errorf("unprivileged install: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func removeCRD(ctx context.Context, t *testing.T, ext apiextensionsclient.Interface) {
+	t.Helper()
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	if err := crds.Delete(ctx, "mysqlclusters.mysqlctl.io", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := crds.Get(ctx, "mysqlclusters.mysqlctl.io", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("CRD not removed in time")
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -122,6 +122,9 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdVersion(f, nil),
 		NewCmdCompletion(f, nil),
 		NewCmdInstall(f, nil),
+		NewCmdCreate(f, nil),
+		NewCmdGet(f, nil),
+		NewCmdDelete(f, nil),
 	)
 	return root
 }

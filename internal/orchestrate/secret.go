@@ -38,7 +38,9 @@ func BuildSecret(c *v1.MysqlCluster) (*corev1.Secret, error) {
 	}
 	return &corev1.Secret{
 		TypeMeta:   typeMeta("v1", "Secret"),
-		ObjectMeta: objectMeta(c, SecretName(c), "credentials"),
+		// No owner reference: the Secret outlives the cluster like the data volumes do, because
+		// retained data can only be opened with these passwords. `delete --delete-data` removes it.
+		ObjectMeta: secretMeta(c),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}, nil
@@ -74,4 +76,10 @@ func RandomPassword(n int) (string, error) {
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+func secretMeta(c *v1.MysqlCluster) metav1.ObjectMeta {
+	m := objectMeta(c, SecretName(c), "credentials")
+	m.OwnerReferences = nil
+	return m
 }

@@ -1,12 +1,21 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mysqlctl/mysqlctl/api/v1alpha1"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 )
@@ -82,4 +91,46 @@ func NewBuildInfo(version, commit, date string) BuildInfo {
 		b.Date = "unknown"
 	}
 	return b
+}
+
+// Scheme knows the built-in Kubernetes types and MysqlCluster.
+func Scheme() *kruntime.Scheme {
+	s := kruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// Client returns a Kubernetes client for the connection flags.
+func (f *Factory) Client() (client.Client, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the Kubernetes API server at %s: %w", cfg.Host, err)
+	}
+	return c, nil
+}
+
+// ExplainAPIError turns the API errors a person can act on into sentences: a missing CRD,
+// a missing permission (verb and resource), an unreachable server.
+func ExplainAPIError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var noKind *meta.NoKindMatchError
+	switch {
+	case errors.As(err, &noKind) || meta.IsNoMatchError(err):
+		return fmt.Errorf("the MysqlCluster CRD is not installed in this cluster: run 'mysqlctl install' (needs cluster-admin once)")
+	case apierrors.IsForbidden(err):
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			// The API server's message names the user, verb, resource and namespace.
+			return fmt.Errorf("permission denied: %s (ask for this permission; manifests/rbac/README.md lists what mysqlctl needs)", status.Status().Message)
+		}
+		return fmt.Errorf("permission denied: %w", err)
+	}
+	return err
 }

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// CreateOptions holds the create command's flags.
+type CreateOptions struct {
+	f *cmdutil.Factory
+
+	Name      string
+	Namespace string
+	File      string
+	DryRun    bool
+	Output    string
+
+	Image             string
+	Flavor            string
+	Replicas          int32
+	StorageSize       string
+	StorageClass      string
+	PrimaryService    string
+	ReplicaService    string
+	CredentialsSecret string
+	MysqlConfig       []string
+	SemiSync          bool
+	SemiSyncWaitFor   int32
+	SemiSyncTimeout   time.Duration
+	AutoFailover      bool
+	Paused            bool
+
+	// Cluster is the object to create, built by Complete.
+	Cluster *v1.MysqlCluster
+	// specFlags are the spec flags given on the command line (they conflict with -f).
+	specFlags []string
+}
+
+// specFlagNames are the flags that set spec fields.
+var specFlagNames = []string{"image", "flavor", "replicas", "storage-size", "storage-class", "primary-service", "replica-service",
+	"credentials-secret", "mysql-config", "semi-sync", "semi-sync-wait-for", "semi-sync-timeout", "auto-failover", "paused"}
+
+// NewCmdCreate creates a MysqlCluster and its derived objects.
+func NewCmdCreate(f *cmdutil.Factory, runF func(*CreateOptions) error) *cobra.Command {
+	o := &CreateOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "create NAME [flags] | create -f FILE",
+		Short: "Create a MySQL cluster",
+		Long: `Create a MysqlCluster and the objects it owns: the credentials Secret (random passwords from a
+secure source, unless a complete Secret of that name already exists), the my.cnf ConfigMap, a
+headless Service, the primary and replica Services, a PodDisruptionBudget and the StatefulSet.
+
+The spec comes from flags or from a file (-f), never both. The API server validates it before
+anything is created; if any step fails, what was created is removed again.
+
+The credentials Secret and the data volumes are not deleted with the cluster: retained data can
+only be opened with its passwords. "delete --delete-data" removes both.`,
+		Example: example(f,
+			"# A three-instance MariaDB cluster",
+			"%[1]s create demo --image mariadb:10.11 --replicas 3",
+			"# From a file",
+			"%[1]s create -f manifests/examples/demo.yaml",
+			"# Extra my.cnf options",
+			"%[1]s create shop --image mysql:8.4 --mysql-config max_connections=500 --mysql-config innodb_buffer_pool_size=2G",
+			"# Print the objects that would be created, change nothing",
+			"%[1]s create demo --image mariadb:10.11 --dry-run"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return cmdutil.FlagErrorf("create takes one NAME, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			for _, n := range specFlagNames {
+				if cmd.Flags().Changed(n) {
+					o.specFlags = append(o.specFlags, "--"+n)
+				}
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.File, "filename", "f", "", "Read the MysqlCluster from this YAML file")
+	fl.BoolVar(&o.DryRun, "dry-run", false, "Print the objects that would be created (passwords are never printed) and change nothing")
+	fl.StringVarP(&o.Output, "output", "o", "yaml", "Format of --dry-run output: yaml or json")
+	fl.StringVar(&o.Image, "image", "mysql:8.4", "Server image, for example mysql:8.4 or mariadb:10.11")
+	fl.StringVar(&o.Flavor, "flavor", "", "mysql or mariadb (default: from the image's repository name)")
+	fl.Int32Var(&o.Replicas, "replicas", 3, "Number of instances, primary included (1-64)")
+	fl.StringVar(&o.StorageSize, "storage-size", "10Gi", "Volume size per instance")
+	fl.StringVar(&o.StorageClass, "storage-class", "", "StorageClass of the volumes (default: the cluster's default)")
+	fl.StringVar(&o.PrimaryService, "primary-service", "", "Name of the Service that selects the primary (default NAME-primary; immutable)")
+	fl.StringVar(&o.ReplicaService, "replica-service", "", "Name of the Service that selects healthy replicas (default NAME-replicas; immutable)")
+	fl.StringVar(&o.CredentialsSecret, "credentials-secret", "", "Name of the credentials Secret (default NAME-credentials; immutable)")
+	fl.StringArrayVar(&o.MysqlConfig, "mysql-config", nil, "Extra my.cnf option KEY=VALUE for [mysqld] (repeatable)")
+	fl.BoolVar(&o.SemiSync, "semi-sync", true, "Semi-synchronous replication (what makes failover lose no acknowledged commit)")
+	fl.Int32Var(&o.SemiSyncWaitFor, "semi-sync-wait-for", 1, "Replicas that must acknowledge each commit")
+	fl.DurationVar(&o.SemiSyncTimeout, "semi-sync-timeout", 24*time.Hour, "How long the primary waits for acknowledgements before falling back to asynchronous")
+	fl.BoolVar(&o.AutoFailover, "auto-failover", true, "Let 'watch' fail over automatically")
+	fl.BoolVar(&o.Paused, "paused", false, "Create paused: no automatic actions")
+	cmdutil.MarkConfigurable(fl, "image", "storage-class")
+	return cmd
+}
+
+// Validate checks the command line (pure).
+func (o *CreateOptions) Validate() error {
+	if o.File != "" && len(o.specFlags) > 0 {
+		return cmdutil.FlagErrorf("-f and %s cannot be combined: put every spec field in the file", strings.Join(o.specFlags, ", "))
+	}
+	if o.File == "" && o.Name == "" {
+		return cmdutil.FlagErrorf("create needs a NAME or -f FILE")
+	}
+	if o.Name != "" {
+		if errs := validation.IsDNS1035Label(o.Name); len(errs) > 0 {
+			return cmdutil.FlagErrorf("invalid cluster name %q: %s", o.Name, strings.Join(errs, "; "))
+		}
+	}
+	if o.Output != "yaml" && o.Output != "json" {
+		return cmdutil.FlagErrorf("invalid output format %q: use yaml or json", o.Output)
+	}
+	for _, kv := range o.MysqlConfig {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return cmdutil.FlagErrorf("--mysql-config %q: use KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// Complete builds the cluster from the file or the flags.
+func (o *CreateOptions) Complete() error {
+	ns, err := o.f.Namespace()
+	if err != nil && *o.f.ConfigFlags.Namespace == "" {
+		return err
+	}
+	if *o.f.ConfigFlags.Namespace != "" {
+		ns = *o.f.ConfigFlags.Namespace
+	}
+	o.Namespace = ns
+	c := &v1.MysqlCluster{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MysqlCluster"}}
+	if o.File != "" {
+		data, err := os.ReadFile(o.File)
+		if err != nil {
+			return cmdutil.FlagErrorf("cannot read -f %s: %v", o.File, err)
+		}
+		if err := yaml.UnmarshalStrict(data, c); err != nil {
+			return cmdutil.FlagErrorf("%s is not a valid MysqlCluster: %v", o.File, err)
+		}
+		if c.Kind != "MysqlCluster" || c.APIVersion != v1.GroupVersion.String() {
+			return cmdutil.FlagErrorf("%s holds %s %s, want kind MysqlCluster, apiVersion %s", o.File, c.APIVersion, c.Kind, v1.GroupVersion)
+		}
+		if o.Name != "" && c.Name != "" && o.Name != c.Name {
+			return cmdutil.FlagErrorf("NAME %q differs from metadata.name %q in %s", o.Name, c.Name, o.File)
+		}
+		if c.Name == "" {
+			c.Name = o.Name
+		}
+		if c.Name == "" {
+			return cmdutil.FlagErrorf("%s has no metadata.name and no NAME was given", o.File)
+		}
+		if c.Namespace == "" {
+			c.Namespace = ns
+		}
+	} else {
+		c.Name, c.Namespace = o.Name, ns
+		s := &c.Spec
+		s.Image, s.Flavor, s.Replicas = o.Image, v1.Flavor(o.Flavor), o.Replicas
+		s.Storage.Size = o.StorageSize
+		if o.StorageClass != "" {
+			s.Storage.StorageClassName = &o.StorageClass
+		}
+		s.PrimaryService, s.ReplicaService, s.CredentialsSecretName = o.PrimaryService, o.ReplicaService, o.CredentialsSecret
+		for _, kv := range o.MysqlConfig {
+			k, v, _ := strings.Cut(kv, "=")
+			if s.MysqlConfig == nil {
+				s.MysqlConfig = map[string]string{}
+			}
+			s.MysqlConfig[k] = v
+		}
+		s.SemiSync = v1.SemiSyncSpec{Enabled: &o.SemiSync, WaitForReplicas: o.SemiSyncWaitFor, Timeout: &metav1.Duration{Duration: o.SemiSyncTimeout}}
+		s.Failover.Auto = &o.AutoFailover
+		s.Paused = o.Paused
+	}
+	c.Default()
+	o.Cluster = c
+	return nil
+}
+
+// Run creates the cluster and its objects; on failure it removes what it created.
+func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ios, cluster := o.f.IOStreams, o.Cluster
+	// Problems mysqlctl itself would refuse later are reported before anything exists.
+	if _, err := orchestrate.RenderMyCnf(cluster); err != nil {
+		return err
+	}
+	if o.DryRun {
+		return o.printDryRun()
+	}
+	c, err := o.f.Client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	existing := &v1.MysqlCluster{}
+	switch err := c.Get(ctx, key, existing); {
+	case err == nil:
+		return fmt.Errorf("MysqlCluster %s already exists: change it with 'apply -f' or converge it with 'reconcile %s'", key, cluster.Name)
+	case !apierrors.IsNotFound(err):
+		return cmdutil.ExplainAPIError(err)
+	}
+	if _, err := orchestrate.CheckSecret(ctx, c, cluster); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	// Let the API server validate (CEL included) before anything is created.
+	if err := c.Create(ctx, cluster.DeepCopy(), client.DryRunAll); err != nil {
+		return explainInvalid(err)
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		return explainInvalid(err)
+	}
+	secretCreated := false
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		// Nothing half-created: the owned objects go with the cluster (garbage collection);
+		// a Secret generated here goes too, as no data was ever written with it.
+		_ = c.Delete(context.WithoutCancel(ctx), cluster)
+		if secretCreated {
+			s, _ := orchestrate.BuildSecret(cluster)
+			_ = c.Delete(context.WithoutCancel(ctx), s)
+		}
+		retErr = fmt.Errorf("%w (the partly created cluster was removed again)", retErr)
+	}()
+	secretCreated, err = orchestrate.EnsureSecret(ctx, c, cluster)
+	if err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	applied, err := orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.Convergence{})
+	if err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s created\n", cluster.Name)
+	if secretCreated {
+		fmt.Fprintf(ios.Out, "secret/%s created (random passwords)\n", orchestrate.SecretName(cluster))
+	}
+	for _, a := range applied {
+		fmt.Fprintf(ios.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+	}
+	return nil
+}
+
+// printDryRun prints the cluster and every derived object; the Secret's values are never shown.
+func (o *CreateOptions) printDryRun() error {
+	objs, err := orchestrate.DerivedObjects(o.Cluster, orchestrate.Convergence{})
+	if err != nil {
+		return err
+	}
+	secret, err := orchestrate.BuildSecret(o.Cluster)
+	if err != nil {
+		return err
+	}
+	for k := range secret.Data {
+		secret.Data[k] = []byte("<generated at create unless the Secret exists>")
+	}
+	all := append([]client.Object{o.Cluster, secret}, objs...)
+	out := o.f.IOStreams.Out
+	for i, obj := range all {
+		if o.Output == "json" {
+			if err := cmdutil.PrintStructured(out, cmdutil.OutputJSON, obj); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(out, "---")
+		}
+		if err := cmdutil.PrintStructured(out, cmdutil.OutputYAML, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// explainInvalid shows the API server's validation message (the CEL messages are written for
+// people) without the Go error wrapping around it.
+func explainInvalid(err error) error {
+	if apierrors.IsInvalid(err) {
+		var status apierrors.APIStatus
+		if s, ok := err.(apierrors.APIStatus); ok {
+			status = s
+			return fmt.Errorf("the API server refused the cluster: %s", status.Status().Message)
+		}
+	}
+	return cmdutil.ExplainAPIError(err)
+}

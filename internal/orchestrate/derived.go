@@ -1,0 +1,103 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// ErrSecretIncomplete means the credentials Secret exists but lacks required keys.
+var ErrSecretIncomplete = errors.New("credentials Secret incomplete")
+
+// CheckSecret reads the credentials Secret. It returns (nil, nil) when there is none (mysqlctl
+// will generate one) and an error naming every missing key when it exists but is incomplete.
+func CheckSecret(ctx context.Context, c client.Reader, cluster *v1.MysqlCluster) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: SecretName(cluster)}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", cluster.Namespace, SecretName(cluster), err)
+	}
+	if missing := MissingSecretKeys(s); len(missing) > 0 {
+		return nil, fmt.Errorf("%w: Secret %s/%s lacks the key(s) %s: add them, or delete the Secret to let mysqlctl generate random passwords",
+			ErrSecretIncomplete, cluster.Namespace, s.Name, strings.Join(quoteAll(missing), ", "))
+	}
+	return s, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// EnsureSecret creates the credentials Secret with random passwords when it does not exist.
+// An existing Secret is never modified. It reports whether it created one.
+func EnsureSecret(ctx context.Context, c client.Client, cluster *v1.MysqlCluster) (bool, error) {
+	existing, err := CheckSecret(ctx, c, cluster)
+	if err != nil || existing != nil {
+		return false, err
+	}
+	s, err := BuildSecret(cluster)
+	if err != nil {
+		return false, err
+	}
+	if err := c.Create(ctx, s); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Created concurrently: fine as long as it is complete.
+			_, err := CheckSecret(ctx, c, cluster)
+			return false, err
+		}
+		// The error names the object, never its data.
+		return false, fmt.Errorf("create Secret %s/%s: %s", s.Namespace, s.Name, apierrors.ReasonForError(err))
+	}
+	return true, nil
+}
+
+// DerivedObjects returns every object derived from the cluster except the Secret, in apply
+// order: configuration and Services before the StatefulSet whose pods use them.
+func DerivedObjects(cluster *v1.MysqlCluster, cv Convergence) ([]client.Object, error) {
+	cm, err := BuildConfigMap(cluster)
+	if err != nil {
+		return nil, err
+	}
+	sts, err := BuildStatefulSet(cluster)
+	if err != nil {
+		return nil, err
+	}
+	return []client.Object{cm, BuildHeadlessService(cluster), BuildPrimaryService(cluster), BuildReplicaService(cluster), BuildPDB(cluster, cv), sts}, nil
+}
+
+// AppliedObject is one object Apply handled.
+type AppliedObject struct {
+	Kind, Name string
+	Result     ApplyResult
+}
+
+// ApplyDerived applies every derived object (not the Secret) and reports what changed.
+func ApplyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+	objs, err := DerivedObjects(cluster, cv)
+	if err != nil {
+		return nil, err
+	}
+	var out []AppliedObject
+	for _, o := range objs {
+		r, err := Apply(ctx, c, o)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, AppliedObject{Kind: o.GetObjectKind().GroupVersionKind().Kind, Name: o.GetName(), Result: r})
+	}
+	return out, nil
+}

@@ -1,0 +1,294 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Stmt is one SQL statement with its arguments. Values that vary (GTID sets,
+// passwords) travel as arguments and are interpolated by the driver, which
+// knows the server's quoting rules (including NO_BACKSLASH_ESCAPES);
+// identifiers that cannot be arguments (user and host names) are validated
+// against a strict pattern before they are written into the text.
+type Stmt struct {
+	// SQL is the statement text with ? placeholders.
+	SQL string
+	// Args are the placeholder values; passwords are Secret values.
+	Args []any
+}
+
+// String renders the statement for evidence and logs; Secret arguments print
+// as [redacted].
+func (s Stmt) String() string {
+	if len(s.Args) == 0 {
+		return s.SQL
+	}
+	parts := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		switch v := a.(type) {
+		case Secret:
+			parts[i] = v.String()
+		case string:
+			parts[i] = fmt.Sprintf("%q", v)
+		default:
+			parts[i] = fmt.Sprint(v)
+		}
+	}
+	return s.SQL + " [" + strings.Join(parts, ", ") + "]"
+}
+
+func (s Stmt) secrets() []string {
+	var out []string
+	for _, a := range s.Args {
+		if v, ok := a.(Secret); ok && v != "" {
+			out = append(out, string(v))
+		}
+	}
+	return out
+}
+
+func stmt(sql string, args ...any) Stmt { return Stmt{SQL: sql, Args: args} }
+
+// Dialect owns every statement this tool sends to one server flavor, so the
+// differences listed in TESTENV.md live in exactly one place per flavor and
+// can be pinned by tests. Implementations are pure: they build statements
+// and parse rows, and never talk to a server. The set of implementations is
+// closed (see DialectFor).
+type Dialect interface {
+	// Flavor is the server flavor the statements are for.
+	Flavor() Flavor
+
+	// StateQuery returns one row with identity, read-only flags and GTID
+	// variables under the column names ParseState reads.
+	StateQuery() Stmt
+	// ParseState reads StateQuery's row (NULL columns absent).
+	ParseState(row map[string]string) (State, error)
+	// ReplicaStatusQuery is SHOW REPLICA STATUS or SHOW SLAVE STATUS.
+	ReplicaStatusQuery() Stmt
+	// ReceivedGTID parses the received-transactions column of a replica
+	// status row into the GTID state (Retrieved_Gtid_Set or Gtid_IO_Pos).
+	ReceivedGTID(st *GTIDState, rs *ReplicaStatus) error
+	// BinaryLogsQuery lists the binary logs; with BinlogStartQuery on the
+	// oldest one it yields the MariaDB "purged" boundary. ok is false where
+	// the flavor reports gtid_purged directly.
+	BinaryLogsQuery() (s Stmt, ok bool)
+	// BinlogStartQuery returns the GTID position at the start of a binary log.
+	BinlogStartQuery(file string) Stmt
+	// SemiSyncQueries read the semi-sync variables and status counters.
+	SemiSyncQueries() (variables, status Stmt)
+
+	// Fence makes the server refuse writes from clients.
+	Fence() []Stmt
+	// FenceStateQuery returns read_only and, where it exists,
+	// super_read_only.
+	FenceStateQuery() Stmt
+	// MakeWritable undoes Fence.
+	MakeWritable() []Stmt
+	// ClientConnectionsQuery lists client connections that a fence should
+	// end: not this session, not system or event-scheduler threads, not
+	// binlog dump threads serving replicas (they must keep draining the old
+	// primary's binlog), and not the users in exclude.
+	ClientConnectionsQuery(exclude []string) (Stmt, error)
+	// Kill ends one connection.
+	Kill(id uint64) Stmt
+
+	// StopReplica, StartReplica, StopIOThread and StartIOThread control the
+	// replication threads; stopping only the IO thread lets the SQL thread
+	// drain the relay log, which failover relies on.
+	StopReplica() Stmt
+	// StartReplica starts both threads.
+	StartReplica() Stmt
+	// StopIOThread stops only the receiver.
+	StopIOThread() Stmt
+	// StartIOThread starts only the receiver.
+	StartIOThread() Stmt
+	// ChangeSource points replication at a source with GTID
+	// auto-positioning. Replication must be stopped first.
+	ChangeSource(spec SourceSpec) ([]Stmt, error)
+	// ResetReplication forgets the replication configuration of a promoted
+	// instance.
+	ResetReplication() []Stmt
+	// WaitForGTID blocks on the server until the GTID set or position gtid
+	// has been applied or timeout passed; the statement returns one integer,
+	// 0 when applied.
+	WaitForGTID(gtid string, timeout time.Duration) Stmt
+
+	// SemiSyncPlugin names the plugin a side needs loaded and its library,
+	// or ok=false when semi-sync is built in.
+	SemiSyncPlugin(side SemiSyncSide) (name, library string, ok bool)
+	// EnableSemiSyncSource and the other three set the semi-sync variables.
+	// A replica's change takes effect when its IO thread reconnects.
+	EnableSemiSyncSource(spec SemiSyncSourceSpec) ([]Stmt, error)
+	// DisableSemiSyncSource turns the waiting side off.
+	DisableSemiSyncSource() []Stmt
+	// EnableSemiSyncReplica turns acknowledgements on.
+	EnableSemiSyncReplica() []Stmt
+	// DisableSemiSyncReplica turns acknowledgements off.
+	DisableSemiSyncReplica() []Stmt
+
+	// EnsureUser creates an account or converges it (password, grants);
+	// running it twice is harmless.
+	EnsureUser(spec UserSpec) ([]Stmt, error)
+
+	sealed()
+}
+
+// DialectFor returns the dialect of a detected flavor.
+func DialectFor(f Flavor) (Dialect, error) {
+	switch f.Line {
+	case MariaDB:
+		return mariadbDialect{f: f}, nil
+	case MySQL57, MySQL80, MySQL84:
+		return newMySQLDialect(f), nil
+	default:
+		return nil, fmt.Errorf("%w: no dialect for %q", ErrUnsupportedFlavor, f.Line)
+	}
+}
+
+// SourceSpec says where a replica replicates from.
+type SourceSpec struct {
+	// Host and Port as the replica must reach them (a pod's stable DNS
+	// name in a cluster).
+	Host string
+	// Port is the source's MySQL port.
+	Port int
+	// User is the replication account.
+	User string
+	// Password is the replication account's password.
+	Password Secret
+	// ConnectRetry is the interval between reconnection attempts (default
+	// 10s, rounded up to whole seconds as the server requires).
+	ConnectRetry time.Duration
+	// RetryCount bounds reconnection attempts on MySQL (0 keeps the server
+	// default); MariaDB has only the global master_retry_count.
+	RetryCount int
+	// SSL requires TLS on the replication connection.
+	SSL bool
+	// ResumeFromBinlog, on MariaDB, first copies gtid_binlog_pos into
+	// gtid_slave_pos: a demoted primary's own writes are in its binlog but
+	// not in gtid_slave_pos, and MASTER_USE_GTID=slave_pos would otherwise
+	// ask the new source for transactions it already has. MySQL's
+	// auto-positioning uses gtid_executed and needs no such step.
+	ResumeFromBinlog bool
+}
+
+// SemiSyncSide is the source or the replica side of semi-sync replication.
+type SemiSyncSide int
+
+const (
+	// SemiSyncSource is the primary, which waits for acknowledgements.
+	SemiSyncSource SemiSyncSide = iota
+	// SemiSyncReplica is a replica, which acknowledges.
+	SemiSyncReplica
+)
+
+// SemiSyncSourceSpec configures the waiting side.
+type SemiSyncSourceSpec struct {
+	// Timeout after which the source falls back to asynchronous commits.
+	Timeout time.Duration
+	// WaitForReplicas is how many acknowledgements a commit waits for
+	// (MySQL only; MariaDB always waits for one).
+	WaitForReplicas int
+}
+
+// UserRole selects the privileges EnsureUser grants.
+type UserRole int
+
+const (
+	// RoleReplication can only stream binlogs (REPLICATION SLAVE).
+	RoleReplication UserRole = iota
+	// RoleOrchestration can do everything this package does: observe,
+	// fence, kill connections, re-point, wait, semi-sync, create the
+	// replication account. It gets no data privileges beyond that.
+	RoleOrchestration
+)
+
+// UserSpec describes one account.
+type UserSpec struct {
+	// User is the account name (letters, digits, '_', '.', '-').
+	User string
+	// Host is the account's host part (default "%").
+	Host string
+	// Password is set on creation and on every later call.
+	Password Secret
+	// Role selects the grants.
+	Role UserRole
+}
+
+var (
+	accountNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+	accountHostPattern = regexp.MustCompile(`^[A-Za-z0-9_.%:/-]{1,255}$`)
+	hostPattern        = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
+)
+
+// account renders 'user'@'host' after validating both parts, because
+// account names cannot be statement arguments.
+func (u UserSpec) account() (string, error) {
+	host := u.Host
+	if host == "" {
+		host = "%"
+	}
+	if !accountNamePattern.MatchString(u.User) {
+		return "", fmt.Errorf("invalid user name %q: 1-32 letters, digits, '_', '.', '-'", u.User)
+	}
+	if !accountHostPattern.MatchString(host) {
+		return "", fmt.Errorf("invalid account host %q", host)
+	}
+	if u.Password == "" {
+		return "", errors.New("an account needs a password")
+	}
+	return "'" + u.User + "'@'" + host + "'", nil
+}
+
+func (s SourceSpec) validate() error {
+	if !hostPattern.MatchString(s.Host) {
+		return fmt.Errorf("invalid source host %q", s.Host)
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return fmt.Errorf("invalid source port %d", s.Port)
+	}
+	if !accountNamePattern.MatchString(s.User) {
+		return fmt.Errorf("invalid replication user %q", s.User)
+	}
+	if s.RetryCount < 0 {
+		return fmt.Errorf("invalid retry count %d", s.RetryCount)
+	}
+	return nil
+}
+
+func (s SourceSpec) connectRetrySeconds() int64 {
+	if s.ConnectRetry <= 0 {
+		return 10
+	}
+	return int64((s.ConnectRetry + time.Second - 1) / time.Second)
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// clientConnectionsSQL is shared by every flavor: information_schema
+// PROCESSLIST exists in all of them (deprecated but present in MySQL 8.4).
+func clientConnectionsSQL(exclude []string) (Stmt, error) {
+	q := "SELECT ID, USER, HOST, COMMAND, TIME FROM information_schema.PROCESSLIST" +
+		" WHERE ID <> CONNECTION_ID()" +
+		" AND USER NOT IN ('system user', 'event_scheduler')" +
+		" AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon', 'Killed')"
+	var args []any
+	if len(exclude) > 0 {
+		for _, u := range exclude {
+			if !accountNamePattern.MatchString(u) {
+				return Stmt{}, fmt.Errorf("invalid user name %q", u)
+			}
+			args = append(args, u)
+		}
+		q += " AND USER NOT IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(exclude)), ", ") + ")"
+	}
+	return Stmt{SQL: q + " ORDER BY ID", Args: args}, nil
+}

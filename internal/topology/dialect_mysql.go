@@ -1,0 +1,258 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+// mysqlVocabulary is the table of words that changed across MySQL versions.
+// MySQL renamed its replication vocabulary in steps (8.0.22 SHOW REPLICA
+// STATUS and START/STOP REPLICA, 8.0.23 CHANGE REPLICATION SOURCE TO, 8.0.26
+// the semisync_source/semisync_replica plugins) and 8.4 removed the old
+// spellings, so the table is computed from the exact version.
+// https://dev.mysql.com/doc/refman/8.0/en/replication-statements-replica.html
+type mysqlVocabulary struct {
+	replica          string // "REPLICA" or "SLAVE" in START/STOP/SHOW/RESET
+	changeSource     string // "CHANGE REPLICATION SOURCE TO" or "CHANGE MASTER TO"
+	opt              string // "SOURCE_" or "MASTER_" option prefix
+	publicKey        string // GET_SOURCE_PUBLIC_KEY / GET_MASTER_PUBLIC_KEY / ""
+	semiSource       string // rpl_semi_sync_source or rpl_semi_sync_master
+	semiReplica      string // rpl_semi_sync_replica or rpl_semi_sync_slave
+	semiSourceLib    string
+	semiReplicaLib   string
+	semiWaitForCount string // wait_for_replica_count or wait_for_slave_count
+}
+
+func vocabularyFor(v Version) mysqlVocabulary {
+	w := mysqlVocabulary{
+		replica:          "SLAVE",
+		changeSource:     "CHANGE MASTER TO",
+		opt:              "MASTER_",
+		semiSource:       "rpl_semi_sync_master",
+		semiReplica:      "rpl_semi_sync_slave",
+		semiSourceLib:    "semisync_master.so",
+		semiReplicaLib:   "semisync_slave.so",
+		semiWaitForCount: "wait_for_slave_count",
+	}
+	if v.AtLeast(8, 0, 4) {
+		// caching_sha2_password (the 8.0 default) needs the source's RSA key
+		// when replication does not use TLS.
+		w.publicKey = "GET_MASTER_PUBLIC_KEY"
+	}
+	if v.AtLeast(8, 0, 22) {
+		w.replica = "REPLICA"
+	}
+	if v.AtLeast(8, 0, 23) {
+		w.changeSource = "CHANGE REPLICATION SOURCE TO"
+		w.opt = "SOURCE_"
+		w.publicKey = "GET_SOURCE_PUBLIC_KEY"
+	}
+	if v.AtLeast(8, 0, 26) {
+		w.semiSource = "rpl_semi_sync_source"
+		w.semiReplica = "rpl_semi_sync_replica"
+		w.semiSourceLib = "semisync_source.so"
+		w.semiReplicaLib = "semisync_replica.so"
+		w.semiWaitForCount = "wait_for_replica_count"
+	}
+	return w
+}
+
+// mysqlDialect serves MySQL 5.7, 8.0 and 8.4; its vocabulary table is the
+// per-flavor part.
+type mysqlDialect struct {
+	f Flavor
+	w mysqlVocabulary
+}
+
+func newMySQLDialect(f Flavor) mysqlDialect { return mysqlDialect{f: f, w: vocabularyFor(f.Version)} }
+
+func (mysqlDialect) sealed() {}
+
+func (d mysqlDialect) Flavor() Flavor { return d.f }
+
+func (d mysqlDialect) StateQuery() Stmt {
+	return stmt("SELECT @@global.server_id AS server_id, @@global.server_uuid AS server_uuid," +
+		" @@global.read_only AS read_only, @@global.super_read_only AS super_read_only," +
+		" @@global.log_bin AS log_bin, @@global.gtid_mode AS gtid_mode," +
+		" @@global.gtid_executed AS gtid_executed, @@global.gtid_purged AS gtid_purged")
+}
+
+func (d mysqlDialect) ParseState(row map[string]string) (State, error) {
+	var st State
+	var err error
+	if st.ServerID, err = parseUint32(row, "server_id"); err != nil {
+		return st, err
+	}
+	st.ServerUUID = strings.ToLower(row["server_uuid"])
+	if st.ReadOnly, err = parseBool(row, "read_only"); err != nil {
+		return st, err
+	}
+	sro, err := parseBool(row, "super_read_only")
+	if err != nil {
+		return st, err
+	}
+	st.SuperReadOnly = &sro
+	if st.LogBin, err = parseBool(row, "log_bin"); err != nil {
+		return st, err
+	}
+	st.GTIDMode = strings.ToUpper(row["gtid_mode"])
+	if st.GTID.Executed, err = gtid.ParseMySQLSet(row["gtid_executed"]); err != nil {
+		return st, fmt.Errorf("gtid_executed: %w", err)
+	}
+	if st.GTID.Purged, err = gtid.ParseMySQLSet(row["gtid_purged"]); err != nil {
+		return st, fmt.Errorf("gtid_purged: %w", err)
+	}
+	st.GTID.PurgedKnown = true
+	return st, nil
+}
+
+func (d mysqlDialect) ReplicaStatusQuery() Stmt { return stmt("SHOW " + d.w.replica + " STATUS") }
+
+func (d mysqlDialect) ReceivedGTID(st *GTIDState, rs *ReplicaStatus) error {
+	set, err := gtid.ParseMySQLSet(rs.RetrievedGTIDSet)
+	if err != nil {
+		return fmt.Errorf("Retrieved_Gtid_Set: %w", err)
+	}
+	st.Received = set
+	return nil
+}
+
+func (d mysqlDialect) BinaryLogsQuery() (Stmt, bool) { return Stmt{}, false }
+
+func (d mysqlDialect) BinlogStartQuery(string) Stmt { return Stmt{} }
+
+func (d mysqlDialect) SemiSyncQueries() (Stmt, Stmt) {
+	return stmt("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%'"), stmt("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%'")
+}
+
+// Fence sets super_read_only, which implies read_only and, unlike it, also
+// stops accounts with SUPER or CONNECTION_ADMIN.
+// https://dev.mysql.com/doc/refman/8.4/en/server-system-variables.html#sysvar_super_read_only
+func (d mysqlDialect) Fence() []Stmt { return []Stmt{stmt("SET GLOBAL super_read_only = ON")} }
+
+func (d mysqlDialect) FenceStateQuery() Stmt {
+	return stmt("SELECT @@global.read_only AS read_only, @@global.super_read_only AS super_read_only")
+}
+
+func (d mysqlDialect) MakeWritable() []Stmt {
+	return []Stmt{stmt("SET GLOBAL super_read_only = OFF"), stmt("SET GLOBAL read_only = OFF")}
+}
+
+func (d mysqlDialect) ClientConnectionsQuery(exclude []string) (Stmt, error) {
+	return clientConnectionsSQL(exclude)
+}
+
+func (d mysqlDialect) Kill(id uint64) Stmt {
+	return stmt("KILL CONNECTION " + strconv.FormatUint(id, 10))
+}
+
+func (d mysqlDialect) StopReplica() Stmt   { return stmt("STOP " + d.w.replica) }
+func (d mysqlDialect) StartReplica() Stmt  { return stmt("START " + d.w.replica) }
+func (d mysqlDialect) StopIOThread() Stmt  { return stmt("STOP " + d.w.replica + " IO_THREAD") }
+func (d mysqlDialect) StartIOThread() Stmt { return stmt("START " + d.w.replica + " IO_THREAD") }
+
+func (d mysqlDialect) ChangeSource(s SourceSpec) ([]Stmt, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	o := d.w.opt
+	parts := []string{
+		o + "HOST = '" + s.Host + "'",
+		o + "PORT = " + strconv.Itoa(s.Port),
+		o + "USER = '" + s.User + "'",
+		o + "PASSWORD = ?",
+		o + "AUTO_POSITION = 1",
+		o + "CONNECT_RETRY = " + strconv.FormatInt(s.connectRetrySeconds(), 10),
+	}
+	if s.RetryCount > 0 {
+		parts = append(parts, o+"RETRY_COUNT = "+strconv.Itoa(s.RetryCount))
+	}
+	if s.SSL {
+		parts = append(parts, o+"SSL = 1")
+	}
+	if d.w.publicKey != "" {
+		parts = append(parts, d.w.publicKey+" = 1")
+	}
+	return []Stmt{stmt(d.w.changeSource+" "+strings.Join(parts, ", "), s.Password)}, nil
+}
+
+func (d mysqlDialect) ResetReplication() []Stmt {
+	return []Stmt{stmt("STOP " + d.w.replica), stmt("RESET " + d.w.replica + " ALL")}
+}
+
+// WaitForGTID uses WAIT_FOR_EXECUTED_GTID_SET, which returns 0 once the set
+// is in gtid_executed and 1 on timeout. The timeout is whole seconds, at
+// least 1, because 5.7 takes an integer.
+func (d mysqlDialect) WaitForGTID(set string, timeout time.Duration) Stmt {
+	return stmt("SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", set, max(ceilSeconds(timeout), 1))
+}
+
+func (d mysqlDialect) SemiSyncPlugin(side SemiSyncSide) (string, string, bool) {
+	if side == SemiSyncSource {
+		return d.w.semiSource, d.w.semiSourceLib, true
+	}
+	return d.w.semiReplica, d.w.semiReplicaLib, true
+}
+
+func (d mysqlDialect) EnableSemiSyncSource(s SemiSyncSourceSpec) ([]Stmt, error) {
+	if s.Timeout <= 0 {
+		return nil, errors.New("semi-sync timeout must be positive")
+	}
+	n := max(s.WaitForReplicas, 1)
+	p := d.w.semiSource
+	return []Stmt{
+		stmt("SET GLOBAL " + p + "_timeout = " + strconv.FormatInt(s.Timeout.Milliseconds(), 10)),
+		stmt("SET GLOBAL " + p + "_" + d.w.semiWaitForCount + " = " + strconv.Itoa(n)),
+		stmt("SET GLOBAL " + p + "_wait_point = 'AFTER_SYNC'"),
+		stmt("SET GLOBAL " + p + "_enabled = ON"),
+	}, nil
+}
+
+func (d mysqlDialect) DisableSemiSyncSource() []Stmt {
+	return []Stmt{stmt("SET GLOBAL " + d.w.semiSource + "_enabled = OFF")}
+}
+
+func (d mysqlDialect) EnableSemiSyncReplica() []Stmt {
+	return []Stmt{stmt("SET GLOBAL " + d.w.semiReplica + "_enabled = ON")}
+}
+
+func (d mysqlDialect) DisableSemiSyncReplica() []Stmt {
+	return []Stmt{stmt("SET GLOBAL " + d.w.semiReplica + "_enabled = OFF")}
+}
+
+// EnsureUser uses CREATE USER IF NOT EXISTS (5.7.6+) and then ALTER USER so
+// that a changed password converges too. The orchestration role uses the
+// dynamic privileges of 8.0 instead of SUPER, which 8.0 deprecates.
+func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
+	acct, err := u.account()
+	if err != nil {
+		return nil, err
+	}
+	out := []Stmt{
+		stmt("CREATE USER IF NOT EXISTS "+acct+" IDENTIFIED BY ?", u.Password),
+		stmt("ALTER USER "+acct+" IDENTIFIED BY ?", u.Password),
+	}
+	switch u.Role {
+	case RoleReplication:
+		out = append(out, stmt("GRANT REPLICATION SLAVE ON *.* TO "+acct))
+	case RoleOrchestration:
+		if d.f.Line == MySQL57 {
+			out = append(out, stmt("GRANT RELOAD, PROCESS, SUPER, REPLICATION SLAVE, REPLICATION CLIENT, CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"))
+		} else {
+			out = append(out,
+				stmt("GRANT RELOAD, PROCESS, REPLICATION SLAVE, REPLICATION CLIENT, CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"),
+				stmt("GRANT SYSTEM_VARIABLES_ADMIN, SESSION_VARIABLES_ADMIN, REPLICATION_SLAVE_ADMIN, CONNECTION_ADMIN, BINLOG_ADMIN ON *.* TO "+acct),
+			)
+		}
+		// INSTALL PLUGIN writes mysql.plugin (semi-sync plugins).
+		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct))
+	default:
+		return nil, fmt.Errorf("unknown role %d", u.Role)
+	}
+	return out, nil
+}

@@ -1,0 +1,515 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
+)
+
+// PortForwardOptions tune a PortForwardDialer.
+type PortForwardOptions struct {
+	// DialTimeout bounds opening a tunnel to the API server and creating a
+	// stream when the caller's context has no earlier deadline (default
+	// 10s).
+	DialTimeout time.Duration
+	// IdleTimeout closes a pod's tunnel after this long without streams
+	// (default 5m), so tunnels to deleted pods do not accumulate.
+	IdleTimeout time.Duration
+	// SPDYOnly skips the WebSocket attempt that kubectl makes first
+	// (API servers before 1.30, or proxies that only pass SPDY).
+	SPDYOnly bool
+}
+
+// PortForwardDialer reaches port 3306 of a pod through the API server's
+// pods/portforward subresource, as `kubectl port-forward` does, but without
+// a local listening socket: every MySQL connection is one data stream (plus
+// its error stream) on a tunnel that is kept per pod and reused. It is the
+// default out of cluster, where pod IPs are not routable.
+type PortForwardDialer struct {
+	config *rest.Config
+	opts   PortForwardOptions
+
+	mu      sync.Mutex
+	tunnels map[string]*pfTunnel
+	nextID  atomic.Int64
+}
+
+// pfTunnel is one pod's upgraded connection. closed is closed as soon as
+// this package gives the tunnel up, before the connection's own CloseChan
+// (which its reader goroutine closes later) and before writes queued by the
+// SPDY framer fail, so that connections on it fail fast and cleanly.
+type pfTunnel struct {
+	httpstream.Connection
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (t *pfTunnel) shut() {
+	t.once.Do(func() {
+		close(t.closed)
+		_ = t.Connection.Close()
+	})
+}
+
+func (t *pfTunnel) dead() bool {
+	select {
+	case <-t.closed:
+		return true
+	case <-t.CloseChan():
+		return true
+	default:
+		return false
+	}
+}
+
+var _ Dialer = (*PortForwardDialer)(nil)
+
+// NewPortForwardDialer returns a dialer that tunnels through the API server
+// described by config (which needs create on pods/portforward).
+func NewPortForwardDialer(config *rest.Config, opts PortForwardOptions) (*PortForwardDialer, error) {
+	if config == nil {
+		return nil, errors.New("port-forward dialer needs a REST config")
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 5 * time.Minute
+	}
+	return &PortForwardDialer{config: rest.CopyConfig(config), opts: opts, tunnels: map[string]*pfTunnel{}}, nil
+}
+
+// Close closes every tunnel; connections using them fail.
+func (d *PortForwardDialer) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, c := range d.tunnels {
+		c.shut()
+		delete(d.tunnels, k)
+	}
+	return nil
+}
+
+// DialContext implements Dialer. It returns once the MySQL server's greeting
+// has arrived through the tunnel, so that a refused port inside the pod is
+// reported here, with its kind, rather than as the driver's opaque
+// "invalid connection".
+func (d *PortForwardDialer) DialContext(ctx context.Context, t Target) (net.Conn, error) {
+	if t.Namespace == "" || t.Pod == "" {
+		return nil, &dialError{target: t.Name, kind: ErrorOther, err: errors.New("port forwarding needs the pod's namespace and name")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.opts.DialTimeout)
+	defer cancel()
+	var lastErr error
+	// A cached tunnel may have died since its last use; retry once on a
+	// fresh one.
+	for attempt := 0; attempt < 2; attempt++ {
+		tunnel, err := d.tunnel(ctx, t)
+		if err != nil {
+			return nil, newDialError(t, err)
+		}
+		c, err := d.open(ctx, tunnel, t)
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		var remote *remoteForwardError
+		if errors.As(err, &remote) || ctx.Err() != nil {
+			break
+		}
+		d.drop(t, tunnel)
+	}
+	return nil, newDialError(t, lastErr)
+}
+
+func tunnelKey(t Target) string { return t.Namespace + "/" + t.Pod }
+
+func (d *PortForwardDialer) drop(t Target, c *pfTunnel) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.tunnels[tunnelKey(t)] == c {
+		delete(d.tunnels, tunnelKey(t))
+	}
+	c.shut()
+}
+
+func (d *PortForwardDialer) tunnel(ctx context.Context, t Target) (*pfTunnel, error) {
+	key := tunnelKey(t)
+	d.mu.Lock()
+	if c, ok := d.tunnels[key]; ok {
+		if !c.dead() {
+			d.mu.Unlock()
+			return c, nil
+		}
+		delete(d.tunnels, key)
+	}
+	d.mu.Unlock()
+
+	conn, err := d.dialTunnel(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	c := &pfTunnel{Connection: conn, closed: make(chan struct{})}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if existing, ok := d.tunnels[key]; ok && !existing.dead() {
+		c.shut()
+		return existing, nil
+	}
+	d.tunnels[key] = c
+	return c, nil
+}
+
+// dialTunnel upgrades a request to pods/NAME/portforward: WebSocket first
+// with a fall back to SPDY, as kubectl does since 1.30.
+func (d *PortForwardDialer) dialTunnel(ctx context.Context, t Target) (httpstream.Connection, error) {
+	cfg := rest.CopyConfig(d.config)
+	cfg.APIPath = "/api"
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/namespaces/" + url.PathEscape(t.Namespace) + "/pods/" + url.PathEscape(t.Pod) + "/portforward"
+
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, &u)
+	if !d.opts.SPDYOnly {
+		ws, err := portforward.NewSPDYOverWebsocketDialer(&u, cfg)
+		if err != nil {
+			return nil, err
+		}
+		// The WebSocket transport reports its failures with the
+		// k8s.io/streaming error types (as kubectl port-forward checks);
+		// the apimachinery ones are checked as well for older paths.
+		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+			return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err) ||
+				httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
+	}
+
+	// httpstream.Dialer has no context; run it aside and abandon (and
+	// close) a tunnel that arrives after the deadline.
+	type result struct {
+		c   httpstream.Connection
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("port-forward to %s/%s: %w", t.Namespace, t.Pod, r.err)
+		}
+		r.c.SetIdleTimeout(d.opts.IdleTimeout)
+		return r.c, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.c != nil {
+				_ = r.c.Close()
+			}
+		}()
+		return nil, fmt.Errorf("port-forward to %s/%s: %w", t.Namespace, t.Pod, ctx.Err())
+	}
+}
+
+// remoteForwardError is what the kubelet reported on the error stream, for
+// instance that nothing listens on the port inside the pod.
+type remoteForwardError struct{ msg string }
+
+func (e *remoteForwardError) Error() string { return "port-forward: " + e.msg }
+
+func (e *remoteForwardError) ErrorKind() ErrorKind {
+	if strings.Contains(strings.ToLower(e.msg), "connection refused") {
+		return ErrorRefused
+	}
+	return ErrorOther
+}
+
+func (d *PortForwardDialer) open(ctx context.Context, tunnel *pfTunnel, t Target) (net.Conn, error) {
+	id := strconv.FormatInt(d.nextID.Add(1), 10)
+	headers := http.Header{}
+	headers.Set(corev1.StreamType, corev1.StreamTypeError)
+	headers.Set(corev1.PortHeader, strconv.Itoa(t.port()))
+	headers.Set(corev1.PortForwardRequestIDHeader, id)
+	errStream, err := createStream(ctx, tunnel, headers)
+	if err != nil {
+		return nil, err
+	}
+	// Only the server writes on the error stream.
+	_ = errStream.Close()
+	headers.Set(corev1.StreamType, corev1.StreamTypeData)
+	data, err := createStream(ctx, tunnel, headers)
+	if err != nil {
+		tunnel.RemoveStreams(errStream)
+		return nil, err
+	}
+	c := &streamConn{
+		tunnel:  tunnel,
+		data:    data,
+		errs:    errStream,
+		errDone: make(chan struct{}),
+		local:   pfAddr("port-forward"),
+		remote:  pfAddr(t.Namespace + "/" + t.Pod + ":" + strconv.Itoa(t.port())),
+	}
+	go c.watchErrors()
+	if err := c.prefetch(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func createStream(ctx context.Context, tunnel httpstream.Connection, h http.Header) (httpstream.Stream, error) {
+	type result struct {
+		s   httpstream.Stream
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := tunnel.CreateStream(h.Clone())
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		return r.s, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.s != nil {
+				_ = r.s.Reset()
+				tunnel.RemoveStreams(r.s)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+type pfAddr string
+
+func (a pfAddr) Network() string { return "port-forward" }
+func (a pfAddr) String() string  { return string(a) }
+
+// streamConn is one port-forwarded connection as a net.Conn.
+type streamConn struct {
+	tunnel *pfTunnel
+	data   httpstream.Stream
+	errs   httpstream.Stream
+
+	errDone   chan struct{} // closed once the error stream has ended
+	remoteErr error         // set before errDone is closed
+
+	buf []byte // bytes read by prefetch, served first
+
+	local, remote net.Addr
+	closeOnce     sync.Once
+
+	readDL, writeDL deadline
+}
+
+// watchErrors reads the error stream to its end. A message means the
+// forwarding failed; the data stream is reset so that a blocked Read
+// returns and reports it.
+func (c *streamConn) watchErrors() {
+	msg, err := io.ReadAll(c.errs)
+	switch {
+	case len(msg) > 0:
+		c.remoteErr = &remoteForwardError{msg: strings.TrimSpace(string(msg))}
+		_ = c.data.Reset()
+	case err != nil && !errors.Is(err, io.EOF):
+		c.remoteErr = fmt.Errorf("port-forward error stream: %w", err)
+	}
+	close(c.errDone)
+}
+
+// prefetch waits for the server's first bytes (MySQL servers speak first)
+// or for the forwarding to fail.
+func (c *streamConn) prefetch(ctx context.Context) error {
+	type result struct {
+		n   int
+		err error
+	}
+	b := make([]byte, 4096)
+	done := make(chan result, 1)
+	go func() {
+		n, err := c.data.Read(b)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		if r.n > 0 {
+			c.buf = b[:r.n]
+			return nil
+		}
+		return c.readError(r.err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// readError prefers the kubelet's explanation over a bare EOF.
+func (c *streamConn) readError(err error) error {
+	if c.readDL.expired() {
+		return timeoutError{}
+	}
+	select {
+	case <-c.errDone:
+	case <-time.After(time.Second):
+	}
+	select {
+	case <-c.errDone:
+		if c.remoteErr != nil {
+			return c.remoteErr
+		}
+	default:
+	}
+	if err == nil {
+		err = io.EOF
+	}
+	return err
+}
+
+func (c *streamConn) Read(p []byte) (int, error) {
+	if c.readDL.expired() {
+		return 0, timeoutError{}
+	}
+	if len(c.buf) > 0 {
+		n := copy(p, c.buf)
+		c.buf = c.buf[n:]
+		return n, nil
+	}
+	n, err := c.data.Read(p)
+	if err != nil && n == 0 {
+		return 0, c.readError(err)
+	}
+	return n, nil
+}
+
+func (c *streamConn) Write(p []byte) (int, error) {
+	if c.writeDL.expired() {
+		return 0, timeoutError{}
+	}
+	// A dead tunnel may still accept bytes into a buffer. Failing here, with
+	// nothing written, lets the driver report driver.ErrBadConn and
+	// database/sql retry the statement on a fresh connection, instead of an
+	// "invalid connection" surfacing from the read that follows.
+	if c.tunnel.dead() {
+		return 0, net.ErrClosed
+	}
+	select {
+	case <-c.errDone:
+		if c.remoteErr != nil {
+			return 0, c.remoteErr
+		}
+	default:
+	}
+	n, err := c.data.Write(p)
+	if err != nil && c.writeDL.expired() {
+		return n, timeoutError{}
+	}
+	return n, err
+}
+
+func (c *streamConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.readDL.set(time.Time{}, nil)
+		c.writeDL.set(time.Time{}, nil)
+		_ = c.data.Close()
+		_ = c.data.Reset()
+		c.tunnel.RemoveStreams(c.data, c.errs)
+	})
+	return nil
+}
+
+func (c *streamConn) LocalAddr() net.Addr  { return c.local }
+func (c *streamConn) RemoteAddr() net.Addr { return c.remote }
+
+// Streams have no deadlines; an expired deadline resets the stream, which
+// ends the connection (the driver discards a connection after any timeout
+// anyway).
+func (c *streamConn) SetDeadline(t time.Time) error {
+	c.readDL.set(t, c.abort)
+	c.writeDL.set(t, c.abort)
+	return nil
+}
+
+func (c *streamConn) SetReadDeadline(t time.Time) error {
+	c.readDL.set(t, c.abort)
+	return nil
+}
+
+func (c *streamConn) SetWriteDeadline(t time.Time) error {
+	c.writeDL.set(t, c.abort)
+	return nil
+}
+
+func (c *streamConn) abort() { _ = c.data.Reset() }
+
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	passed bool
+}
+
+func (d *deadline) set(t time.Time, onExpire func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	d.passed = false
+	if t.IsZero() {
+		return
+	}
+	wait := time.Until(t)
+	if wait <= 0 {
+		d.passed = true
+		onExpire()
+		return
+	}
+	d.timer = time.AfterFunc(wait, func() {
+		d.mu.Lock()
+		d.passed = true
+		d.mu.Unlock()
+		onExpire()
+	})
+}
+
+func (d *deadline) expired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.passed
+}
+
+// timeoutError is what net.Conn reports for a passed deadline.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+func (timeoutError) Is(target error) bool {
+	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
+}
