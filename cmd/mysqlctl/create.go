@@ -44,6 +44,10 @@ type CreateOptions struct {
 	AutoFailover      bool
 	Paused            bool
 
+	Wait    bool
+	Timeout time.Duration
+	Dialer  string
+
 	// Cluster is the object to create, built by Complete.
 	Cluster *v1.MysqlCluster
 	// specFlags are the spec flags given on the command line (they conflict with -f).
@@ -123,7 +127,10 @@ only be opened with its passwords. "delete --delete-data" removes both.`,
 	fl.DurationVar(&o.SemiSyncTimeout, "semi-sync-timeout", 24*time.Hour, "How long the primary waits for acknowledgements before falling back to asynchronous")
 	fl.BoolVar(&o.AutoFailover, "auto-failover", true, "Let 'watch' fail over automatically")
 	fl.BoolVar(&o.Paused, "paused", false, "Create paused: no automatic actions")
-	cmdutil.MarkConfigurable(fl, "image", "storage-class")
+	fl.BoolVar(&o.Wait, "wait", false, "Bootstrap replication and wait until the cluster is Running (progress on stderr)")
+	fl.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait (exit code 3 when exceeded; 'reconcile NAME' resumes)")
+	addDialerFlag(cmd, &o.Dialer)
+	cmdutil.MarkConfigurable(fl, "image", "storage-class", "timeout")
 	return cmd
 }
 
@@ -245,9 +252,9 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	if err := c.Create(ctx, cluster); err != nil {
 		return explainInvalid(err)
 	}
-	secretCreated := false
+	secretCreated, committed := false, false
 	defer func() {
-		if retErr == nil {
+		if retErr == nil || committed {
 			return
 		}
 		// Nothing half-created: the owned objects go with the cluster (garbage collection);
@@ -274,7 +281,18 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	for _, a := range applied {
 		fmt.Fprintf(ios.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
 	}
-	return nil
+	if !o.Wait {
+		fmt.Fprintf(ios.ErrOut, "Replication is bootstrapped by 'reconcile %s' (or 'create --wait', or a running 'watch').\n", cluster.Name)
+		return nil
+	}
+	// From here on the cluster stays even if bootstrap fails: its status records where it
+	// stopped, and 'reconcile' resumes there.
+	committed = true
+	return o.bootstrap(ctx)
+}
+
+func (o *CreateOptions) bootstrap(ctx context.Context) error {
+	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(o.Cluster), o.Dialer, o.Timeout)
 }
 
 // printDryRun prints the cluster and every derived object; the Secret's values are never shown.

@@ -37,7 +37,7 @@ func BuildSecret(c *v1.MysqlCluster) (*corev1.Secret, error) {
 		data[k] = []byte(p)
 	}
 	return &corev1.Secret{
-		TypeMeta:   typeMeta("v1", "Secret"),
+		TypeMeta: typeMeta("v1", "Secret"),
 		// No owner reference: the Secret outlives the cluster like the data volumes do, because
 		// retained data can only be opened with these passwords. `delete --delete-data` removes it.
 		ObjectMeta: secretMeta(c),

@@ -1,0 +1,61 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// Dialer names accepted by --dialer.
+const (
+	DialerAuto        = "auto"
+	DialerDirect      = "direct"
+	DialerPortForward = "port-forward"
+)
+
+// Connector returns how commands reach port 3306 of a pod: "direct" dials the pod IP (inside
+// the cluster, and on the local rig whose pods have loopback addresses), "port-forward" tunnels
+// through the API server (the default outside a cluster), "auto" picks direct inside a pod and
+// port-forward elsewhere. The returned close function releases port-forward tunnels.
+func (f *Factory) Connector(name string) (orchestrate.Connector, func(), error) {
+	if name == DialerAuto || name == "" {
+		name = DialerPortForward
+		if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+			name = DialerDirect
+		}
+	}
+	var dialer topology.Dialer
+	closeFn := func() {}
+	switch name {
+	case DialerDirect:
+		dialer = topology.DirectDialer{Timeout: 5 * time.Second}
+	case DialerPortForward:
+		cfg, err := f.RESTConfig()
+		if err != nil {
+			return nil, nil, err
+		}
+		pf, err := topology.NewPortForwardDialer(cfg, topology.PortForwardOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		var once sync.Once
+		dialer, closeFn = pf, func() { once.Do(func() { _ = pf.Close() }) }
+	default:
+		return nil, nil, FlagErrorf("invalid --dialer %q: use auto, direct or port-forward", name)
+	}
+	return func(_ context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
+		t := topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: orchestrate.MySQLPort}
+		in, err := topology.Connect(t, topology.ConnectOptions{Dialer: dialer, Credentials: creds})
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", pod.Name, err)
+		}
+		return in, nil
+	}, closeFn, nil
+}

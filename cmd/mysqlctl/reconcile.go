@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// ReconcileOptions holds the reconcile command's flags.
+type ReconcileOptions struct {
+	f *cmdutil.Factory
+
+	Name    string
+	Timeout time.Duration
+	Dialer  string
+}
+
+// NewCmdReconcile converges a cluster's objects and drives its bootstrap to the end.
+func NewCmdReconcile(f *cmdutil.Factory, runF func(*ReconcileOptions) error) *cobra.Command {
+	o := &ReconcileOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "reconcile NAME",
+		Short: "Converge a cluster's objects to its spec and finish its bootstrap",
+		Long: `Reconcile applies the objects derived from the cluster's spec (sending nothing when they already
+match) and, when the cluster has not been bootstrapped yet or a bootstrap was interrupted, runs
+the bootstrap from the stage recorded in its status until the cluster is Running.
+
+Progress goes to stderr, one line per stage change. Exit code 3 when --timeout passes first (the
+recorded stage stays, and a later reconcile resumes there).`,
+		Example: example(f,
+			"# Converge and wait until the cluster runs",
+			"%[1]s reconcile demo",
+			"# From inside the cluster, reaching pods directly",
+			"%[1]s reconcile demo --dialer direct --timeout 10m"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if o.Timeout <= 0 {
+				return cmdutil.FlagErrorf("--timeout must be positive")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "How long to wait for the cluster to run")
+	addDialerFlag(cmd, &o.Dialer)
+	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	return cmd
+}
+
+func addDialerFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "dialer", cmdutil.DialerAuto, "How to reach MySQL in pods: auto, direct (pod IP) or port-forward (through the API server)")
+	cmdutil.MarkConfigurable(cmd.Flags(), "dialer")
+}
+
+// Run applies the derived objects and bootstraps.
+func (o *ReconcileOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := o.f.Client()
+	if err != nil {
+		return err
+	}
+	ns, err := o.f.Namespace()
+	if err != nil {
+		return err
+	}
+	cluster := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("MysqlCluster %s/%s not found", ns, o.Name)
+		}
+		return cmdutil.ExplainAPIError(err)
+	}
+	if _, err := orchestrate.EnsureSecret(ctx, c, cluster); err != nil {
+		return err
+	}
+	applied, err := orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.ConvergenceFromStatus(cluster, true))
+	if err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	for _, a := range applied {
+		if a.Result != orchestrate.Unchanged {
+			fmt.Fprintf(o.f.IOStreams.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+		}
+	}
+	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(cluster), o.Dialer, o.Timeout)
+}
+
+// runBootstrap drives the bootstrap with progress on stderr and maps a deadline to exit code 3.
+func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, dialer string, timeout time.Duration) error {
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	connect, closeFn, err := f.Connector(dialer)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ios := f.IOStreams
+	start := time.Now()
+	host, _ := os.Hostname()
+	r := &orchestrate.Runner{
+		Kube: c, Connect: connect, Holder: fmt.Sprintf("mysqlctl@%s/%d", host, os.Getpid()),
+		Progress: func(op v1.OperationStatus) {
+			line := fmt.Sprintf("[%6.1fs] %s %s", time.Since(start).Seconds(), op.Type, op.Stage)
+			if op.Message != "" {
+				line += ": " + op.Message
+			}
+			fmt.Fprintln(ios.ErrOut, line)
+		},
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = r.Bootstrap(ctx, key)
+	switch {
+	case err == nil:
+		fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w after %s: %v (run 'reconcile %s' to resume from the recorded stage)", outcome.ErrTimedOut, timeout, err, key.Name)
+	}
+	return err
+}

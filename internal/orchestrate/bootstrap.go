@@ -1,0 +1,690 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// OperationBootstrap is the type of the bootstrap operation.
+const OperationBootstrap = "bootstrap"
+
+// Bootstrap stages, in order. Each is re-observed, checked and acted on idempotently, and the
+// next stage is persisted with the evidence only after the action succeeded.
+const (
+	StageWaitingForPods       = "WaitingForPods"
+	StageRecordingProvenance  = "RecordingProvenance"
+	StageCreatingUsers        = "CreatingUsers"
+	StageConfiguringPrimary   = "ConfiguringPrimary"
+	StageJoiningReplicas      = "JoiningReplicas"
+	StageOpeningPrimary       = "OpeningPrimary"
+	StageVerifyingConvergence = "VerifyingConvergence"
+	stageDone                 = ""
+)
+
+// BootstrapStages lists the stages in order (for tests that interrupt each one).
+var BootstrapStages = []string{StageWaitingForPods, StageRecordingProvenance, StageCreatingUsers, StageConfiguringPrimary,
+	StageJoiningReplicas, StageOpeningPrimary, StageVerifyingConvergence}
+
+// MySQL accounts mysqlctl creates.
+const (
+	ReplicationUser   = "mysqlctl_repl"
+	OrchestrationUser = "mysqlctl"
+)
+
+// errNotYet means a stage's precondition does not hold yet: observe again after a pause.
+type errNotYet struct{ msg string }
+
+func (e errNotYet) Error() string { return e.msg }
+
+func notYet(format string, args ...any) error { return errNotYet{fmt.Sprintf(format, args...)} }
+
+// errLostRace means the persisted operation moved on (or was replaced) since it was read.
+var errLostRace = errors.New("the operation recorded in status changed under us")
+
+// Connector opens an instance for a pod with the given credentials.
+type Connector func(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error)
+
+// Runner runs persisted operations against one cluster.
+type Runner struct {
+	// Kube is the Kubernetes client.
+	Kube client.Client
+	// Connect reaches a pod's server (direct, port-forward or static dialer).
+	Connect Connector
+	// Now is the clock.
+	Now func() time.Time
+	// Wait pauses between observations; it returns early with ctx's error.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Poll is the pause between observations while a stage waits (default 500ms).
+	Poll time.Duration
+	// Holder names this actor in status.operation.holder.
+	Holder string
+	// Progress, when set, is told every stage the operation enters and every change of its message.
+	Progress func(op v1.OperationStatus)
+	// StopAfterStage, when set, makes Bootstrap return right after persisting the given stage's
+	// successor (tests use it to interrupt at every stage).
+	StopAfterStage string
+}
+
+// ErrStopped is returned when StopAfterStage ended the run.
+var ErrStopped = errors.New("stopped after stage as requested")
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) wait(ctx context.Context) error {
+	d := r.Poll
+	if d == 0 {
+		d = 500 * time.Millisecond
+	}
+	if r.Wait != nil {
+		return r.Wait(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// credentials are the passwords bootstrap needs, read from the Secret.
+type credentials struct {
+	root, replication, orchestration topology.Secret
+}
+
+func (r *Runner) credentials(ctx context.Context, c *v1.MysqlCluster) (credentials, error) {
+	s, err := CheckSecret(ctx, r.Kube, c)
+	if err != nil {
+		return credentials{}, err
+	}
+	if s == nil {
+		return credentials{}, fmt.Errorf("credentials Secret %s/%s does not exist", c.Namespace, SecretName(c))
+	}
+	return credentials{
+		root:          topology.Secret(s.Data[SecretRootPassword]),
+		replication:   topology.Secret(s.Data[SecretReplicationPassword]),
+		orchestration: topology.Secret(s.Data[SecretOrchestrationPassword]),
+	}, nil
+}
+
+// Bootstrap brings a new cluster to Running, or resumes the bootstrap recorded in its status
+// exactly at the recorded stage. It returns nil once the cluster is Running, ctx's error when
+// the caller's deadline passes (the operation stays recorded for a later resume), and an
+// outcome.ErrHeld error when another operation holds the cluster.
+func (r *Runner) Bootstrap(ctx context.Context, key client.ObjectKey) error {
+	lastReported := ""
+	for {
+		cluster := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		op := cluster.Status.Operation
+		if op == nil {
+			if cluster.Status.Phase == v1.PhaseRunning || cluster.Status.Phase == v1.PhaseDegraded && cluster.Status.CurrentPrimary != "" {
+				return nil
+			}
+			if err := r.startBootstrap(ctx, cluster); err != nil {
+				return err
+			}
+			continue
+		}
+		if op.Type != OperationBootstrap {
+			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+		}
+		if r.Progress != nil && op.Stage+op.Message != lastReported {
+			r.Progress(*op)
+			lastReported = op.Stage + op.Message
+		}
+		next, change, err := r.runStage(ctx, cluster, op.Stage)
+		var ny errNotYet
+		switch {
+		case errors.As(err, &ny):
+			if op.Message != ny.msg {
+				_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
+			}
+			if err := r.wait(ctx); err != nil {
+				return fmt.Errorf("bootstrap of %s waiting at stage %s (%s): %w", key, op.Stage, ny.msg, err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("bootstrap of %s at stage %s: %w", key, op.Stage, err)
+		}
+		if err := r.persist(ctx, cluster, op, next, change); err != nil {
+			if errors.Is(err, errLostRace) {
+				continue
+			}
+			return err
+		}
+		if next == stageDone {
+			if r.Progress != nil {
+				r.Progress(v1.OperationStatus{ID: op.ID, Type: op.Type, Stage: "Done", Message: "cluster is Running"})
+			}
+			return r.applyPDB(ctx, key)
+		}
+		if r.StopAfterStage == op.Stage {
+			return ErrStopped
+		}
+	}
+}
+
+func (r *Runner) startBootstrap(ctx context.Context, cluster *v1.MysqlCluster) error {
+	now := metav1.NewTime(r.now())
+	id := fmt.Sprintf("bootstrap-%d", now.Unix())
+	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil {
+			return nil // someone started one; the loop re-reads it
+		}
+		s.Operation = &v1.OperationStatus{ID: id, Type: OperationBootstrap, Stage: StageWaitingForPods, Holder: r.Holder, StartedAt: now, UpdatedAt: &now}
+		s.Phase = v1.PhaseBootstrapping
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Bootstrapping", Message: "bootstrap started"})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "replication not proven yet"})
+		return nil
+	})
+}
+
+// persist moves the operation from stage to next as a compare-and-swap on the recorded
+// operation: if another actor changed it meanwhile, nothing is written.
+func (r *Runner) persist(ctx context.Context, cluster *v1.MysqlCluster, op *v1.OperationStatus, next string, change func(*v1.MysqlClusterStatus)) error {
+	now := metav1.NewTime(r.now())
+	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation == nil || s.Operation.ID != op.ID || s.Operation.Stage != op.Stage {
+			return errLostRace
+		}
+		if change != nil {
+			change(s)
+		}
+		if s.Operation == nil {
+			return nil // the change finished the operation
+		}
+		if next != s.Operation.Stage {
+			s.Operation.Stage = next
+			s.Operation.Message = ""
+		}
+		s.Operation.UpdatedAt = &now
+		return nil
+	})
+}
+
+// instance is one pod with its ordinal.
+type instance struct {
+	ordinal int32
+	pod     *corev1.Pod
+}
+
+// pods lists the cluster's pods by ordinal; missing ordinals are absent.
+func (r *Runner) pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels(SelectorLabels(c))); err != nil {
+		return nil, err
+	}
+	out := map[int32]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		ord, ok := ordinalOf(c, p.Name)
+		if ok && p.DeletionTimestamp == nil {
+			out[ord] = p
+		}
+	}
+	return out, nil
+}
+
+func ordinalOf(c *v1.MysqlCluster, pod string) (int32, bool) {
+	rest, ok := strings.CutPrefix(pod, c.Name+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 32)
+	return int32(n), err == nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// members returns every ordinal's pod, requiring all of them to be ready.
+func (r *Runner) members(ctx context.Context, c *v1.MysqlCluster) ([]instance, error) {
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []instance
+	ready := 0
+	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+		p, ok := pods[ord]
+		if ok && podReady(p) {
+			ready++
+			out = append(out, instance{ordinal: ord, pod: p})
+		}
+	}
+	if ready < int(c.Spec.Replicas) {
+		return nil, notYet("%d/%d pods ready", ready, c.Spec.Replicas)
+	}
+	return out, nil
+}
+
+func quarantined(c *v1.MysqlCluster, name string) bool {
+	for _, e := range c.Status.ErrantInstances {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// runStage runs one stage and returns the next stage and the status change to persist with it.
+func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string) (string, func(*v1.MysqlClusterStatus), error) {
+	if stage == StageWaitingForPods {
+		if _, err := r.members(ctx, c); err != nil {
+			return "", nil, err
+		}
+		return StageRecordingProvenance, nil, nil
+	}
+	members, err := r.members(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	conns := map[string]*topology.Instance{}
+	defer func() {
+		for _, in := range conns {
+			_ = in.Close()
+		}
+	}()
+	connect := func(m instance) (*topology.Instance, error) {
+		if in, ok := conns[m.pod.Name]; ok {
+			return in, nil
+		}
+		in, err := r.Connect(ctx, m.pod, topology.Credentials{User: "root", Password: creds.root})
+		if err != nil {
+			return nil, err
+		}
+		conns[m.pod.Name] = in
+		return in, nil
+	}
+	observe := func(m instance) (topology.Snapshot, error) {
+		in, err := connect(m)
+		if err != nil {
+			return topology.Snapshot{}, err
+		}
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		if !s.Complete() {
+			return s, notYet("%s does not answer yet: %v", m.pod.Name, s.Err)
+		}
+		return s, nil
+	}
+	primaryName := c.Status.CurrentPrimary
+	if primaryName == "" {
+		primaryName = c.Name + "-0"
+	}
+	var primary instance
+	for _, m := range members {
+		if m.pod.Name == primaryName {
+			primary = m
+		}
+	}
+
+	switch stage {
+	case StageRecordingProvenance:
+		type rec struct {
+			record v1.GTIDBootstrapRecord
+			errant *v1.ErrantInstance
+		}
+		var recs []rec
+		for _, m := range members {
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + m.pod.Name}, pvc); err != nil {
+				return "", nil, fmt.Errorf("read the data volume claim of %s: %w", m.pod.Name, err)
+			}
+			var existing *v1.GTIDBootstrapRecord
+			for i := range c.Status.GTIDBootstrap {
+				if c.Status.GTIDBootstrap[i].Ordinal == m.ordinal {
+					existing = &c.Status.GTIDBootstrap[i]
+				}
+			}
+			if existing != nil {
+				if existing.PVCUID != string(pvc.UID) {
+					recs = append(recs, rec{errant: &v1.ErrantInstance{Name: m.pod.Name,
+						Reason: fmt.Sprintf("data volume %s has UID %s, but the provenance record names %s: this is not the data that was recorded", pvc.Name, pvc.UID, existing.PVCUID)}})
+				}
+				continue
+			}
+			s, err := observe(m)
+			if err != nil {
+				return "", nil, err
+			}
+			recs = append(recs, rec{record: v1.GTIDBootstrapRecord{
+				Ordinal: m.ordinal, PVCUID: string(pvc.UID), ServerUUID: identity(s), BootstrapGTIDSet: executed(s),
+				RecordedAt: metav1.NewTime(r.now()),
+			}})
+		}
+		return StageCreatingUsers, func(s *v1.MysqlClusterStatus) {
+			for _, x := range recs {
+				if x.errant != nil {
+					addErrant(s, *x.errant, r.now())
+					continue
+				}
+				// Append-only: an ordinal recorded meanwhile is never rewritten.
+				dup := false
+				for _, e := range s.GTIDBootstrap {
+					dup = dup || e.Ordinal == x.record.Ordinal
+				}
+				if !dup {
+					s.GTIDBootstrap = append(s.GTIDBootstrap, x.record)
+				}
+			}
+			sort.Slice(s.GTIDBootstrap, func(i, j int) bool { return s.GTIDBootstrap[i].Ordinal < s.GTIDBootstrap[j].Ordinal })
+		}, nil
+
+	case StageCreatingUsers:
+		for _, m := range members {
+			if quarantined(c, m.pod.Name) {
+				continue
+			}
+			in, err := connect(m)
+			if err != nil {
+				return "", nil, err
+			}
+			// Without binary logging: accounts created on every instance before replication
+			// exists must leave no GTIDs behind (they would be errant on the replicas).
+			for _, u := range []topology.UserSpec{
+				{User: ReplicationUser, Password: creds.replication, Role: topology.RoleReplication},
+				{User: OrchestrationUser, Password: creds.orchestration, Role: topology.RoleOrchestration},
+			} {
+				if err := in.EnsureUser(ctx, u, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
+					return "", nil, err
+				}
+			}
+		}
+		return StageConfiguringPrimary, nil, nil
+
+	case StageConfiguringPrimary:
+		if primary.pod == nil || quarantined(c, primaryName) {
+			return "", nil, fmt.Errorf("%w: the primary %s is quarantined or missing; no other instance is proven safe to take its place", outcome.ErrUnsafe, primaryName)
+		}
+		in, err := connect(primary)
+		if err != nil {
+			return "", nil, err
+		}
+		if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 {
+			spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
+			if c.Spec.SemiSync.Timeout != nil {
+				spec.Timeout = c.Spec.SemiSync.Timeout.Duration
+			}
+			if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
+				return "", nil, err
+			}
+		}
+		evidence := fmt.Sprintf("primary %s chosen: %s", primaryName, map[bool]string{true: "recorded as primary before", false: "ordinal 0 of a new cluster"}[c.Status.CurrentPrimary != ""])
+		return StageJoiningReplicas, func(s *v1.MysqlClusterStatus) {
+			s.CurrentPrimary = primaryName
+			s.Operation.Evidence = &v1.OperationEvidence{Candidate: primaryName, CandidateReason: evidence}
+		}, nil
+
+	case StageJoiningReplicas:
+		ps, err := observe(primary)
+		if err != nil {
+			return "", nil, err
+		}
+		var errant []v1.ErrantInstance
+		for _, m := range members {
+			if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+				continue
+			}
+			s, err := observe(m)
+			if err != nil {
+				return "", nil, err
+			}
+			if ok, why := historyContained(ps, s); !ok {
+				errant = append(errant, v1.ErrantInstance{Name: m.pod.Name, Reason: "holds transactions the primary does not have: " + why, ErrantGTIDs: executed(s)})
+				continue
+			}
+			in, err := connect(m)
+			if err != nil {
+				return "", nil, err
+			}
+			if c.Spec.SemiSync.SemiSyncEnabled() {
+				if err := in.EnableSemiSyncReplica(ctx); err != nil {
+					return "", nil, err
+				}
+			}
+			if s.Replica != nil && s.Replica.SourceHost == primary.pod.Status.PodIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
+				continue // already joined (a resumed run)
+			}
+			if err := in.Repoint(ctx, topology.SourceSpec{
+				Host: primary.pod.Status.PodIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+				ConnectRetry: time.Second,
+			}); err != nil {
+				return "", nil, err
+			}
+		}
+		for _, e := range errant {
+			if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
+				return "", nil, err
+			}
+		}
+		return StageOpeningPrimary, func(s *v1.MysqlClusterStatus) {
+			for _, e := range errant {
+				addErrant(s, e, r.now())
+			}
+		}, nil
+
+	case StageOpeningPrimary:
+		in, err := connect(primary)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.MakeWritable(ctx); err != nil {
+			return "", nil, err
+		}
+		if err := r.labelRole(ctx, c, primaryName, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
+		return StageVerifyingConvergence, nil, nil
+
+	case StageVerifyingConvergence:
+		ps, err := observe(primary)
+		if err != nil {
+			return "", nil, err
+		}
+		snaps := map[string]topology.Snapshot{primaryName: ps}
+		var pending []string
+		for _, m := range members {
+			if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+				continue
+			}
+			s, err := observe(m)
+			if err != nil {
+				return "", nil, err
+			}
+			snaps[m.pod.Name] = s
+			switch {
+			case s.Replica == nil:
+				pending = append(pending, m.pod.Name+": no replication configured")
+			case s.Replica.SourceHost != primary.pod.Status.PodIP:
+				pending = append(pending, fmt.Sprintf("%s: replicates from %s, not the primary", m.pod.Name, s.Replica.SourceHost))
+			case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
+				pending = append(pending, fmt.Sprintf("%s: IO thread %s, SQL thread running %v %s%s", m.pod.Name, s.Replica.IOThread, s.Replica.SQLRunning, s.Replica.LastIOError, s.Replica.LastSQLError))
+			default:
+				in, err := connect(m)
+				if err != nil {
+					return "", nil, err
+				}
+				if err := in.WaitForGTID(ctx, executed(ps), 2*time.Second); err != nil {
+					pending = append(pending, fmt.Sprintf("%s: has not applied the primary's %s yet", m.pod.Name, executed(ps)))
+				}
+			}
+		}
+		if len(pending) > 0 {
+			return "", nil, notYet("waiting for replicas: %s", strings.Join(pending, "; "))
+		}
+		for name := range snaps {
+			if name != primaryName {
+				if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
+					return "", nil, err
+				}
+			}
+		}
+		now := metav1.NewTime(r.now())
+		instances := r.instanceStatuses(c, members, snaps, primaryName)
+		return stageDone, func(s *v1.MysqlClusterStatus) {
+			op := s.Operation
+			s.Instances = instances
+			s.ReadyInstances = int32(len(snaps))
+			s.Ready = fmt.Sprintf("%d/%d", len(snaps), c.Spec.Replicas)
+			s.ObservedGeneration = c.Generation
+			s.HA = &v1.HAStatus{State: v1.HAHealthy, Since: &now}
+			s.Phase = v1.PhaseRunning
+			msg := fmt.Sprintf("primary %s; %d replica(s) proven to replicate from it", primaryName, len(snaps)-1)
+			ready := metav1.ConditionTrue
+			if len(s.ErrantInstances) > 0 {
+				s.Phase = v1.PhaseDegraded
+				ready = metav1.ConditionFalse
+				msg += fmt.Sprintf("; %d instance(s) quarantined", len(s.ErrantInstances))
+				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "Quarantined", Message: msg})
+			}
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: ready, Reason: "ReplicationProven", Message: msg})
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + primaryName + " is writable"})
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: "bootstrap finished"})
+			s.History = append([]v1.OperationRecord{{ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg}}, s.History...)
+			if len(s.History) > 20 {
+				s.History = s.History[:20]
+			}
+			s.Operation = nil
+		}, nil
+	}
+	return "", nil, fmt.Errorf("unknown bootstrap stage %q recorded in status", stage)
+}
+
+func addErrant(s *v1.MysqlClusterStatus, e v1.ErrantInstance, now time.Time) {
+	for _, x := range s.ErrantInstances {
+		if x.Name == e.Name {
+			return
+		}
+	}
+	t := metav1.NewTime(now)
+	e.Since = &t
+	s.ErrantInstances = append(s.ErrantInstances, e)
+}
+
+// labelRole sets the role label the Services select on.
+func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, role v1.Role) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelRole, role)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: pod}}
+	if err := r.Kube.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("label %s %s: %w", pod, role, err)
+	}
+	return nil
+}
+
+// applyPDB re-derives the PodDisruptionBudget from the now-recorded convergence.
+func (r *Runner) applyPDB(ctx context.Context, key client.ObjectKey) error {
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, key, c); err != nil {
+		return err
+	}
+	_, err := Apply(ctx, r.Kube, BuildPDB(c, ConvergenceFromStatus(c, true)))
+	return err
+}
+
+// identity is the server identity recorded in provenance: MySQL's server_uuid, or MariaDB's
+// server_id (MariaDB has no server UUID).
+func identity(s topology.Snapshot) string {
+	if s.Flavor.IsMariaDB() {
+		return "server_id:" + strconv.FormatUint(uint64(s.ServerID), 10)
+	}
+	return s.ServerUUID
+}
+
+// executed is the instance's executed GTID history as text: gtid_executed on MySQL,
+// gtid_current_pos on MariaDB.
+func executed(s topology.Snapshot) string {
+	if s.Flavor.IsMariaDB() {
+		return s.GTID.CurrentPos.String()
+	}
+	return s.GTID.Executed.String()
+}
+
+// historyContained reports whether the replica's executed history is contained in the primary's.
+func historyContained(primary, replica topology.Snapshot) (bool, string) {
+	if replica.Flavor.IsMariaDB() {
+		if primary.GTID.CurrentPos.Contains(replica.GTID.CurrentPos) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("replica at %s, primary at %s", replica.GTID.CurrentPos, primary.GTID.CurrentPos)
+	}
+	if primary.GTID.Executed.Contains(replica.GTID.Executed) {
+		return true, ""
+	}
+	return false, "extra GTIDs " + replica.GTID.Executed.Subtract(primary.GTID.Executed).String()
+}
+
+func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps map[string]topology.Snapshot, primary string) []v1.InstanceStatus {
+	var out []v1.InstanceStatus
+	for _, m := range members {
+		st := v1.InstanceStatus{Name: m.pod.Name, Ordinal: m.ordinal, PodUID: string(m.pod.UID), Role: v1.RoleReplica}
+		for _, cs := range m.pod.Status.ContainerStatuses {
+			if cs.Name == ContainerName {
+				st.Restarts = cs.RestartCount
+			}
+		}
+		switch {
+		case m.pod.Name == primary:
+			st.Role = v1.RolePrimary
+			st.Classification = string(topology.ClassPrimary)
+		case quarantined(c, m.pod.Name):
+			st.Role = v1.RoleQuarantined
+			st.Classification = string(topology.ClassErrant)
+		default:
+			st.Classification = string(topology.ClassReplicating)
+		}
+		if s, ok := snaps[m.pod.Name]; ok {
+			st.ServerID = int64(s.ServerID)
+			st.ServerUUID = s.ServerUUID
+			st.Version = s.Flavor.VersionString
+			st.GTIDExecuted = executed(s)
+			t := metav1.NewTime(s.ObservedAt)
+			st.LastSeen = &t
+			if s.Replica != nil {
+				st.LagSeconds = s.Replica.SecondsBehind
+				st.IOThread = string(s.Replica.IOThread)
+				st.SQLThread = map[bool]string{true: "Yes", false: "No"}[s.Replica.SQLRunning]
+				st.LastError = strings.TrimSpace(s.Replica.LastIOError + " " + s.Replica.LastSQLError)
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
