@@ -126,6 +126,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdGet(f, nil),
 		NewCmdDelete(f, nil),
 		NewCmdReconcile(f, nil),
+		NewCmdStatus(f, nil),
 	)
 	return root
 }

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -93,7 +94,8 @@ func (t *Table) Render() error {
 	for i, h := range t.headers {
 		headers[i] = st.Bold(strings.ToUpper(h))
 	}
-	tbl := tablewriter.NewTable(t.io.Out,
+	var buf bytes.Buffer
+	tbl := tablewriter.NewTable(&buf,
 		tablewriter.WithRendition(tw.Rendition{
 			Borders: tw.BorderNone,
 			Settings: tw.Settings{
@@ -116,5 +118,18 @@ func (t *Table) Render() error {
 			return err
 		}
 	}
-	return tbl.Render()
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	// Padding leaves trailing blanks on every line; a terminal does not need them.
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		trimmed := strings.TrimRight(line, " \n")
+		if line == "" {
+			continue
+		}
+		if _, err := fmt.Fprintln(t.io.Out, trimmed); err != nil {
+			return err
+		}
+	}
+	return nil
 }
