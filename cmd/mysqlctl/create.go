@@ -292,7 +292,7 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 }
 
 func (o *CreateOptions) bootstrap(ctx context.Context) error {
-	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(o.Cluster), o.Dialer, o.Timeout)
+	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(o.Cluster), o.Dialer, o.Timeout, false)
 }
 
 // printDryRun prints the cluster and every derived object; the Secret's values are never shown.

@@ -99,11 +99,15 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 			fmt.Fprintf(o.f.IOStreams.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
 		}
 	}
-	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(cluster), o.Dialer, o.Timeout)
+	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(cluster), o.Dialer, o.Timeout, true)
 }
 
+// failpointPauseAtStage names an environment variable that makes a bootstrap hold at a stage
+// (before running it) until the process is killed. Only end-to-end tests set it.
+const failpointPauseAtStage = "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE"
+
 // runBootstrap drives the bootstrap with progress on stderr and maps a deadline to exit code 3.
-func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, dialer string, timeout time.Duration) error {
+func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, dialer string, timeout time.Duration, converge bool) error {
 	c, err := f.Client()
 	if err != nil {
 		return err
@@ -126,9 +130,22 @@ func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey,
 			fmt.Fprintln(ios.ErrOut, line)
 		},
 	}
+	if stage := f.Getenv(failpointPauseAtStage); stage != "" {
+		// A failpoint for end-to-end tests: announce the stage, then hold until killed.
+		r.BeforeStage = func(ctx context.Context, s string) {
+			if s == stage {
+				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
+				<-ctx.Done()
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = r.Bootstrap(ctx, key)
+	if converge {
+		err = r.Converge(ctx, key)
+	} else {
+		err = r.Bootstrap(ctx, key)
+	}
 	switch {
 	case err == nil:
 		fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
@@ -24,6 +26,8 @@ var (
 // run executes the command line and returns the exit code; it is main's only call so that
 // every deferred function runs before the process exits.
 func run() cmdutil.ExitCode {
+	// controller-runtime's client logs through a global logger; mysqlctl reports errors itself.
+	ctrllog.SetLogger(logr.Discard())
 	f := newFactory(iostreams.System(), os.Args[0], os.Getenv)
 	return execute(f, NewCmdRoot(f), os.Args[1:])
 }

@@ -21,8 +21,13 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
-// OperationBootstrap is the type of the bootstrap operation.
-const OperationBootstrap = "bootstrap"
+// Operation types that run the bootstrap stages: "bootstrap" for a new cluster, "converge" to
+// bring a running cluster's replicas back to replicating from the recorded primary (after a
+// replica pod was recreated, for example). Both keep the recorded primary.
+const (
+	OperationBootstrap = "bootstrap"
+	OperationConverge  = "converge"
+)
 
 // Bootstrap stages, in order. Each is re-observed, checked and acted on idempotently, and the
 // next stage is persisted with the evidence only after the action succeeded.
@@ -79,6 +84,9 @@ type Runner struct {
 	// StopAfterStage, when set, makes Bootstrap return right after persisting the given stage's
 	// successor (tests use it to interrupt at every stage).
 	StopAfterStage string
+	// BeforeStage, when set, is called with each stage before it runs (end-to-end tests use it to
+	// hold the CLI at a stage and kill it there).
+	BeforeStage func(ctx context.Context, stage string)
 }
 
 // ErrStopped is returned when StopAfterStage ended the run.
@@ -134,6 +142,18 @@ func (r *Runner) credentials(ctx context.Context, c *v1.MysqlCluster) (credentia
 // the caller's deadline passes (the operation stays recorded for a later resume), and an
 // outcome.ErrHeld error when another operation holds the cluster.
 func (r *Runner) Bootstrap(ctx context.Context, key client.ObjectKey) error {
+	return r.run(ctx, key, false)
+}
+
+// Converge does what Bootstrap does and, on a Running cluster, first checks every replica: when
+// one does not replicate from the recorded primary it runs the bootstrap stages again as a
+// "converge" operation (every stage is idempotent and the primary is never changed). A
+// converged cluster costs one observation and no write.
+func (r *Runner) Converge(ctx context.Context, key client.ObjectKey) error {
+	return r.run(ctx, key, true)
+}
+
+func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) error {
 	lastReported := ""
 	for {
 		cluster := &v1.MysqlCluster{}
@@ -142,20 +162,31 @@ func (r *Runner) Bootstrap(ctx context.Context, key client.ObjectKey) error {
 		}
 		op := cluster.Status.Operation
 		if op == nil {
+			typ := OperationBootstrap
 			if cluster.Status.Phase == v1.PhaseRunning || cluster.Status.Phase == v1.PhaseDegraded && cluster.Status.CurrentPrimary != "" {
-				return nil
+				if !converge {
+					return nil
+				}
+				ok, err := r.replicasConverged(ctx, cluster)
+				if err != nil || ok {
+					return err
+				}
+				typ, converge = OperationConverge, false
 			}
-			if err := r.startBootstrap(ctx, cluster); err != nil {
+			if err := r.startOperation(ctx, cluster, typ); err != nil {
 				return err
 			}
 			continue
 		}
-		if op.Type != OperationBootstrap {
+		if op.Type != OperationBootstrap && op.Type != OperationConverge {
 			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
 		}
 		if r.Progress != nil && op.Stage+op.Message != lastReported {
 			r.Progress(*op)
 			lastReported = op.Stage + op.Message
+		}
+		if r.BeforeStage != nil {
+			r.BeforeStage(ctx, op.Stage)
 		}
 		next, change, err := r.runStage(ctx, cluster, op.Stage)
 		var ny errNotYet
@@ -189,14 +220,18 @@ func (r *Runner) Bootstrap(ctx context.Context, key client.ObjectKey) error {
 	}
 }
 
-func (r *Runner) startBootstrap(ctx context.Context, cluster *v1.MysqlCluster) error {
+func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
 	now := metav1.NewTime(r.now())
-	id := fmt.Sprintf("bootstrap-%d", now.Unix())
+	id := fmt.Sprintf("%s-%d", typ, now.Unix())
 	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
 		}
-		s.Operation = &v1.OperationStatus{ID: id, Type: OperationBootstrap, Stage: StageWaitingForPods, Holder: r.Holder, StartedAt: now, UpdatedAt: &now}
+		s.Operation = &v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, Holder: r.Holder, StartedAt: now, UpdatedAt: &now}
+		if typ == OperationConverge {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})
+			return nil
+		}
 		s.Phase = v1.PhaseBootstrapping
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Bootstrapping", Message: "bootstrap started"})
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "replication not proven yet"})
@@ -475,19 +510,25 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			if err != nil {
 				return "", nil, err
 			}
+			joined := s.Replica != nil && s.Replica.SourceHost == primary.pod.Status.PodIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning
+			semiSyncOn := s.SemiSync.ReplicaEnabled
+			if joined && (semiSyncOn || !c.Spec.SemiSync.SemiSyncEnabled()) {
+				continue // already joined (a resumed run)
+			}
+			if !joined {
+				if err := in.Repoint(ctx, topology.SourceSpec{
+					Host: primary.pod.Status.PodIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+					ConnectRetry: time.Second,
+				}); err != nil {
+					return "", nil, err
+				}
+			}
+			// After the source is set: enabling the replica side restarts the IO thread so
+			// that it connects as a semi-sync replica and acknowledges commits.
 			if c.Spec.SemiSync.SemiSyncEnabled() {
 				if err := in.EnableSemiSyncReplica(ctx); err != nil {
 					return "", nil, err
 				}
-			}
-			if s.Replica != nil && s.Replica.SourceHost == primary.pod.Status.PodIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
-				continue // already joined (a resumed run)
-			}
-			if err := in.Repoint(ctx, topology.SourceSpec{
-				Host: primary.pod.Status.PodIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
-				ConnectRetry: time.Second,
-			}); err != nil {
-				return "", nil, err
 			}
 		}
 		for _, e := range errant {
@@ -578,6 +619,9 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: ready, Reason: "ReplicationProven", Message: msg})
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + primaryName + " is writable"})
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: "bootstrap finished"})
+			if op.Type == OperationConverge {
+				msg = "replicas re-joined: " + msg
+			}
 			s.History = append([]v1.OperationRecord{{ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg}}, s.History...)
 			if len(s.History) > 20 {
 				s.History = s.History[:20]
@@ -586,6 +630,50 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 		}, nil
 	}
 	return "", nil, fmt.Errorf("unknown bootstrap stage %q recorded in status", stage)
+}
+
+// replicasConverged observes every non-quarantined replica and reports whether each replicates
+// from the recorded primary with both threads running.
+func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	var primaryIP string
+	for _, p := range pods {
+		if p.Name == c.Status.CurrentPrimary {
+			primaryIP = p.Status.PodIP
+		}
+	}
+	if primaryIP == "" {
+		return false, nil
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+		p, ok := pods[ord]
+		if !ok {
+			return false, nil
+		}
+		if p.Name == c.Status.CurrentPrimary || quarantined(c, p.Name) {
+			continue
+		}
+		if !podReady(p) {
+			return false, nil
+		}
+		in, err := r.Connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
+		if err != nil {
+			return false, err
+		}
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		_ = in.Close()
+		if !s.Complete() || s.Replica == nil || s.Replica.SourceHost != primaryIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func addErrant(s *v1.MysqlClusterStatus, e v1.ErrantInstance, now time.Time) {
