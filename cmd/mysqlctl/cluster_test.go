@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -194,5 +197,48 @@ func TestCreateDryRunPrintsNoSecretsAndCreatesNothing(t *testing.T) {
 	// The Secret shows placeholders (base64 of the placeholder text), never generated passwords.
 	if strings.Count(r.stdout, "PGdlbmVyYXRlZCBhdCBjcmVhdGUgdW5sZXNzIHRoZSBTZWNyZXQgZXhpc3RzPg==") != 3 {
 		t.Errorf("Secret data must be placeholders:\n%s", r.stdout)
+	}
+}
+
+func TestApplyFromFile(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	write := func(replicas int) {
+		t.Helper()
+		y := fmt.Sprintf("apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: fromfile\nspec:\n  image: mariadb:10.11\n  replicas: %d\n", replicas)
+		if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(3)
+	r := runK(t, "apply", "-f", file, "-n", "default")
+	if r.code != cmdutil.ExitOK || !strings.HasPrefix(r.stdout, "mysqlcluster.mysqlctl.io/fromfile created\nsecret/fromfile-credentials created") {
+		t.Fatalf("first apply: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = runK(t, "apply", "-f", file, "-n", "default")
+	if r.code != cmdutil.ExitOK || r.stdout != "mysqlcluster.mysqlctl.io/fromfile unchanged\n" {
+		t.Errorf("unchanged apply: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	write(5)
+	r = runK(t, "apply", "-f", file, "-n", "default")
+	if r.code != cmdutil.ExitOK || r.stdout != "mysqlcluster.mysqlctl.io/fromfile configured\nstatefulset/fromfile configured\n" {
+		t.Errorf("changed apply: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runK(t, "apply", "-n", "default"); r.code != cmdutil.ExitUsage {
+		t.Errorf("apply without -f: %d", r.code)
+	}
+}
+
+// TestPermissionDenied: a user without rights learns which verb on which resource is missing,
+// and nothing is created.
+func TestPermissionDenied(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	nobody, err := env.AddUser("nobody-create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCommand(t, runOpts{}, "create", "denied", "--image", "mariadb:10.11", "-n", "default", "--kubeconfig", nobody)
+	if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, `permission denied: mysqlclusters.mysqlctl.io "denied" is forbidden: User "nobody-create" cannot get resource "mysqlclusters"`) {
+		t.Errorf("create as nobody: %d %q", r.code, r.stderr)
 	}
 }

@@ -129,6 +129,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdCreate(f, nil),
 		NewCmdGet(f, nil),
 		NewCmdDelete(f, nil),
+		NewCmdApply(f, nil),
 		NewCmdReconcile(f, nil),
 		NewCmdStatus(f, nil),
 	)
