@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -66,21 +65,11 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c, err := o.f.Client()
+	c, cluster, err := loadCluster(ctx, o.f, o.Name)
 	if err != nil {
 		return err
 	}
-	ns, err := o.f.Namespace()
-	if err != nil {
-		return err
-	}
-	cluster := &v1.MysqlCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("MysqlCluster %s/%s not found", ns, o.Name)
-		}
-		return cmdutil.ExplainAPIError(err)
-	}
+	ns := cluster.Namespace
 	ios := o.f.IOStreams
 	if !o.Yes {
 		what := "its data volumes and credentials Secret are kept"

@@ -72,20 +72,9 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c, err := o.f.Client()
+	c, cluster, err := loadCluster(ctx, o.f, o.Name)
 	if err != nil {
 		return err
-	}
-	ns, err := o.f.Namespace()
-	if err != nil {
-		return err
-	}
-	cluster := &v1.MysqlCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("MysqlCluster %s/%s not found", ns, o.Name)
-		}
-		return cmdutil.ExplainAPIError(err)
 	}
 	if _, err := orchestrate.EnsureSecret(ctx, c, cluster); err != nil {
 		return err
@@ -100,6 +89,26 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 		}
 	}
 	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(cluster), o.Dialer, o.Timeout, true)
+}
+
+// loadCluster reads the named cluster in the namespace of the connection flags.
+func loadCluster(ctx context.Context, f *cmdutil.Factory, name string) (client.Client, *v1.MysqlCluster, error) {
+	c, err := f.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := f.Namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("MysqlCluster %s/%s not found", ns, name)
+		}
+		return nil, nil, cmdutil.ExplainAPIError(err)
+	}
+	return c, cluster, nil
 }
 
 // failpointPauseAtStage names an environment variable that makes a bootstrap hold at a stage

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,21 +61,11 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c, err := o.f.Client()
+	c, cluster, err := loadCluster(ctx, o.f, o.Name)
 	if err != nil {
 		return err
 	}
-	ns, err := o.f.Namespace()
-	if err != nil {
-		return err
-	}
-	cluster := &v1.MysqlCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("MysqlCluster %s/%s not found", ns, o.Name)
-		}
-		return cmdutil.ExplainAPIError(err)
-	}
+	ns := cluster.Namespace
 	ios := o.f.IOStreams
 	if o.Output == cmdutil.OutputJSON || o.Output == cmdutil.OutputYAML {
 		cluster.APIVersion, cluster.Kind = v1.GroupVersion.String(), "MysqlCluster"

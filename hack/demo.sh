@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# make demo: build mysqlctl, start the local rig (a real Kubernetes control plane plus a node agent
+# that runs MariaDB pods as local processes) in the background, install the CRD, create a
+# three-instance MariaDB cluster, print its status and what to try next. It keeps running until
+# hack/demo-down.sh (make demo-down).
+#
+#   MYSQLCTL_DEMO_DIR          work directory of the rig (default /tmp/mysqlctl-demo)
+#   MYSQLCTL_CONTROLPLANE_BIN  control-plane binaries (default: hack/build-controlplane.sh, which
+#                              builds them once from the Go module proxy, ~10 minutes)
+#
+# Needs root (the node agent uses mount namespaces, bind mounts and iptables), Go, and on Debian
+# installs mariadb-server and iptables when they are missing.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+dir=${MYSQLCTL_DEMO_DIR:-/tmp/mysqlctl-demo}
+ns=default
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() {
+	printf 'demo: %s\n' "$*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "the rig needs root (mount namespaces, bind mounts, iptables): run it as root"
+command -v go >/dev/null || die "Go is needed to build mysqlctl and the control plane (https://go.dev/dl/)"
+
+missing=()
+command -v mariadbd >/dev/null || missing+=(mariadb-server)
+command -v mariadb >/dev/null || missing+=(mariadb-client)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v nsenter >/dev/null || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
+	command -v apt-get >/dev/null || die "install these packages first: ${missing[*]}"
+	step "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+step "building bin/mysqlctl and bin/rig"
+if [ -f Makefile ] && grep -q '^build:' Makefile; then
+	make --no-print-directory build
+else
+	CGO_ENABLED=0 go build -o bin/mysqlctl ./cmd/mysqlctl
+fi
+go build -o bin/rig ./test/rig/cmd/rig
+
+if [ -z "${MYSQLCTL_CONTROLPLANE_BIN:-}" ]; then
+	step "control-plane binaries (built once from the Go module proxy and cached; the first build takes ~10 minutes)"
+	MYSQLCTL_CONTROLPLANE_BIN=$(hack/build-controlplane.sh)
+fi
+export MYSQLCTL_CONTROLPLANE_BIN
+
+step "starting the rig in $dir"
+bin/rig up --dir "$dir"
+trap 'printf "\ndemo: failed; the rig keeps running in %s (bin/rig status --dir %s); stop it with: make demo-down\n" "$dir" "$dir" >&2' ERR
+export KUBECONFIG="$dir/kubeconfig"
+rig() { bin/rig "$1" --dir "$dir" "${@:2}"; }
+
+step "bin/mysqlctl install"
+bin/mysqlctl install --kubeconfig "$KUBECONFIG"
+
+cluster=""
+if bin/mysqlctl create --help >/dev/null 2>&1; then
+	cluster=demo
+	dialer=()
+	if bin/mysqlctl create --help 2>&1 | grep -q -- '--dialer'; then
+		# Pods have loopback addresses the CLI reaches directly (the rig has no kubelet API to
+		# port-forward through).
+		dialer=(--dialer direct)
+	fi
+	if bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" >/dev/null 2>&1; then
+		step "cluster $cluster exists already"
+	else
+		step "bin/mysqlctl create -f manifests/examples/demo.yaml --wait"
+		bin/mysqlctl create -f manifests/examples/demo.yaml --wait "${dialer[@]}" --kubeconfig "$KUBECONFIG" -n "$ns"
+	fi
+	step "bin/mysqlctl status $cluster"
+	bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" || true
+else
+	step "mysqlctl create is not available yet: applying a plain MariaDB StatefulSet (test/rig/manifests/mariadb.yaml)"
+	rig apply -n "$ns" -f test/rig/manifests/mariadb.yaml
+	rig wait -n "$ns" -l app=mariadb --count 3 --timeout 5m
+fi
+
+step "pods"
+rig pods -n "$ns"
+
+first_pod=$(rig pods -n "$ns" | awk 'NR == 2 { print $1 }')
+first_ip=$(rig pods -n "$ns" | awk 'NR == 2 { print $6 }')
+
+# try CMD COMMENT prints one suggestion, aligned.
+try() { printf '  %-62s # %s\n' "$1" "$2"; }
+# has CMD tells whether this build of mysqlctl has a command.
+has() { bin/mysqlctl "$1" --help >/dev/null 2>&1; }
+
+printf '\nThe demo is running (work directory %s). Try:\n\n' "$dir"
+printf '  export KUBECONFIG=%s\n' "$KUBECONFIG"
+if command -v kubectl >/dev/null; then
+	try "kubectl get pods -o wide" "the pods, on their own loopback addresses"
+else
+	try "bin/rig pods --dir $dir" "the pods (kubectl is not installed)"
+fi
+if [ -n "$cluster" ]; then
+	try "bin/mysqlctl status $cluster" "roles, GTIDs, lag"
+	has switchover && try "bin/mysqlctl switchover $cluster --wait" "planned primary change"
+	has watch && try "bin/mysqlctl watch $cluster" "automatic failover while you inject faults"
+else
+	try "mariadb -h $first_ip -uroot -prig-demo-secret" "connect to a pod on its own address"
+	try "bin/rig addrs --dir $dir mariadb" "the Service's ready endpoints"
+fi
+try "bin/rig kill --dir $dir $first_pod" "kill -9 the server; RESTARTS grows"
+try "bin/rig freeze --dir $dir $first_pod" "SIGSTOP: READY drops to 0/1 (bin/rig thaw …)"
+try "bin/rig cut --dir $dir $first_pod" "partition it (bin/rig restore …)"
+try "bin/rig logs --dir $dir $first_pod" "the server's output"
+try "bin/rig status --dir $dir" "the rig, its node and pods"
+printf '\nStop everything with: make demo-down   (or hack/demo-down.sh)\n'

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	_ "github.com/go-sql-driver/mysql"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+var (
+	r   *rig.Rig
+	bin string
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	dir, err := os.MkdirTemp("", "mysqlctl-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "mysqlctl")
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mysqlctl")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build mysqlctl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := rig.Main(m, &r, rig.Options{})
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the CLI.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// mysqlctl runs the real binary against the rig (direct dialing: rig pods have loopback IPs).
+func mysqlctl(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
+	cmd.Env = append(os.Environ(), append([]string{"XDG_CONFIG_HOME=" + t.TempDir(), "MYSQLCTL_DIALER=direct"}, env...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run mysqlctl %v: %v", args, err)
+	}
+	return result{out.String(), errOut.String(), code}
+}
+
+func kube(t *testing.T) client.Client {
+	t.Helper()
+	s := clientScheme(t)
+	c, err := client.New(r.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func getCluster(t *testing.T, ctx context.Context, name string) *v1.MysqlCluster {
+	t.Helper()
+	c := &v1.MysqlCluster{}
+	if err := kube(t).Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func secret(t *testing.T, ctx context.Context, name string) *corev1.Secret {
+	t.Helper()
+	s, err := r.Client.CoreV1().Secrets("default").Get(ctx, name+"-credentials", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// db opens root on a pod (or any address).
+func db(t *testing.T, addr, password string) *sql.DB {
+	t.Helper()
+	d, err := sql.Open("mysql", rig.DSN(addr, "root", password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// eventually polls f until it returns nil or the context ends.
+func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
+	t.Helper()
+	var last error
+	for {
+		if last = f(); last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// deleteCluster removes a cluster and its data (the rig's pods and volumes with it).
+func deleteCluster(t *testing.T, name string) {
+	t.Helper()
+	if res := mysqlctl(t, nil, "delete", name, "--delete-data", "--yes"); res.code != 0 {
+		t.Errorf("delete %s: %d %s", name, res.code, res.stderr)
+	}
+}
+
+// noPasswords fails when any password of the cluster's Secret occurs in the texts.
+func noPasswords(t *testing.T, s *corev1.Secret, texts ...string) {
+	t.Helper()
+	for k, v := range s.Data {
+		for _, txt := range texts {
+			if len(v) > 0 && strings.Contains(txt, string(v)) {
+				t.Errorf("the %s value leaked into output", k)
+			}
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "1", "B": "two"}
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"$(A)", "1"},
+		{"x$(A)y$(B)z", "x1ytwoz"},
+		{"$(MISSING)", "$(MISSING)"},
+		{"$$(A)", "$(A)"},
+		{"$A", "$A"},
+		{"cost: $", "cost: $"},
+		{"$(unclosed", "$(unclosed"},
+	} {
+		if got := expand(tc.in, vars); got != tc.want {
+			t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestClassifyImage(t *testing.T) {
+	for _, tc := range []struct {
+		image   string
+		command []string
+		want    emulated
+		wantErr bool
+	}{
+		{"mariadb:10.11", nil, imageMariaDB, false},
+		{"docker.io/library/mariadb:11.4@sha256:abc", nil, imageMariaDB, false},
+		{"registry.local:5000/mirror/mariadb", []string{"sh"}, imageMariaDB, false},
+		{"busybox:1.36", []string{"sh", "-c", "true"}, imageHostCommand, false},
+		{"busybox:1.36", nil, 0, true},
+		{"mysql:8.4", nil, 0, true},
+	} {
+		got, err := classifyImage(tc.image, tc.command)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("classifyImage(%q, %q) = %v, %v; want %v, error %v", tc.image, tc.command, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestServerArgv(t *testing.T) {
+	const ip = "127.0.1.7"
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"docker-entrypoint.sh", "mariadbd"}, []string{"docker-entrypoint.sh", "mariadbd", "--bind-address=" + ip}},
+		{[]string{"docker-entrypoint.sh", "--log-bin"}, []string{"docker-entrypoint.sh", "--log-bin", "--bind-address=" + ip}},
+		{[]string{"/usr/sbin/mysqld", "--bind-address=0.0.0.0"}, []string{"/usr/sbin/mysqld", "--bind-address=0.0.0.0", "--bind-address=" + ip}},
+		{[]string{"sh", "-c", "exec mariadbd"}, []string{"sh", "-c", "exec mariadbd"}},
+	} {
+		if got := serverArgv(tc.in, ip); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("serverArgv(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSetupScriptMountsParentsFirstAndQuotes(t *testing.T) {
+	s := setupScript(processSpec{
+		hostname: "db-0",
+		cgroup:   "/sys/fs/cgroup/x",
+		workDir:  "/it's here",
+		mounts: []mount{
+			{src: "/h/conf", dst: "/etc/mysql/conf.d", readOnly: true},
+			{src: "/h/etc", dst: "/etc/mysql"},
+		},
+	})
+	parent := strings.Index(s, "mount --bind '/h/etc' '/etc/mysql'\n")
+	child := strings.Index(s, "mount --bind '/h/conf' '/etc/mysql/conf.d'\n")
+	if parent < 0 || child < 0 || parent > child {
+		t.Errorf("the parent mount must come first:\n%s", s)
+	}
+	for _, want := range []string{
+		"mount -o remount,bind,ro '/etc/mysql/conf.d'\n",
+		"hostname 'db-0'\n",
+		`cd '/it'\''s here'` + "\n",
+		"echo $$ > '/sys/fs/cgroup/x/cgroup.procs'",
+		`exec "$@"`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("script lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestResolvePort(t *testing.T) {
+	c := &corev1.Container{Name: "db", Ports: []corev1.ContainerPort{{Name: "mysql", ContainerPort: 3307}}}
+	for _, tc := range []struct {
+		port intstr.IntOrString
+		want int
+		err  bool
+	}{
+		{intstr.FromInt32(3306), 3306, false},
+		{intstr.FromString("mysql"), 3307, false},
+		{intstr.FromString("http"), 0, true},
+	} {
+		got, err := resolvePort(tc.port, c)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("resolvePort(%v) = %d, %v", tc.port, got, err)
+		}
+	}
+}
+
+func TestSyncFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := syncFiles(dir, volumeFiles{"a.cnf": {data: []byte("one"), mode: 0o644}, "sub/b": {data: []byte("two"), mode: 0o600}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncFiles(dir, volumeFiles{"a.cnf": {data: []byte("three"), mode: 0o644}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.cnf")); string(b) != "three" {
+		t.Errorf("a.cnf = %q, want the updated content", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub", "b")); !os.IsNotExist(err) {
+		t.Errorf("a file whose key is gone was kept: %v", err)
+	}
+}
+
+func TestHostsContent(t *testing.T) {
+	pod := func(name, ip string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "db"},
+			Spec:       corev1.PodSpec{Hostname: name, Subdomain: "demo"},
+			Status:     corev1.PodStatus{PodIP: ip},
+		}
+	}
+	pods := []*corev1.Pod{pod("demo-0", "127.0.1.2"), pod("demo-1", "127.0.1.3")}
+	views := []serviceView{{
+		svc:      &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "demo-primary", Namespace: "db"}},
+		readyIPs: []string{"127.0.1.2"},
+	}}
+	got := string(hostsContent("db", "demo-1", "127.0.1.3", views, pods))
+	for _, want := range []string{
+		"127.0.1.3\tdemo-1.demo.db.svc.cluster.local demo-1\n",
+		"127.0.1.2\tdemo-0.demo.db.svc.cluster.local demo-0.demo.db.svc demo-0.demo.db demo-0.demo\n",
+		"127.0.1.2\tdemo-primary.db.svc.cluster.local demo-primary.db.svc demo-primary.db demo-primary\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hosts file lacks %q:\n%s", want, got)
+		}
+	}
+	if got := string(hostsContent("other", "x", "127.0.1.9", views, pods)); strings.Contains(got, " demo-primary\n") {
+		t.Errorf("a pod in another namespace must not get the short Service name:\n%s", got)
+	}
+}
+
+// worker builds a podWorker with the given containers, without an API server.
+func worker(cs ...*ctr) *podWorker {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways}}
+	return &podWorker{
+		a:          &Agent{nodeIP: "127.0.1.1", img: &image{version: "10.11"}},
+		pod:        pod,
+		ip:         "127.0.1.2",
+		sandbox:    true,
+		containers: cs,
+	}
+}
+
+func container(name string, init bool) *ctr {
+	return &ctr{spec: corev1.Container{Name: name, Image: "mariadb:10.11"}, init: init, answered: new(atomic.Bool)}
+}
+
+func condition(st *corev1.PodStatus, t corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func TestBuildStatus(t *testing.T) {
+	now := time.Now()
+	done := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}
+	crashed := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}
+
+	initDone := container("init", true)
+	initDone.terminated, initDone.instance = done, 1
+
+	running := container("db", false)
+	running.running, running.started, running.startedAt, running.instance = true, true, now, 1
+	running.spec.ReadinessProbe = &corev1.Probe{}
+
+	ready := container("db", false)
+	ready.running, ready.started, ready.ready, ready.startedAt, ready.instance = true, true, true, now, 1
+	ready.spec.ReadinessProbe = &corev1.Probe{}
+
+	backoff := container("db", false)
+	backoff.lastTerminated, backoff.restartCount, backoff.instance = crashed, 2, 3
+	backoff.waitingReason = "CrashLoopBackOff"
+
+	initRunning := container("init", true)
+	initRunning.running, initRunning.instance = true, 1
+
+	for _, tc := range []struct {
+		name      string
+		w         *podWorker
+		phase     corev1.PodPhase
+		ready     corev1.ConditionStatus
+		initd     corev1.ConditionStatus
+		waitingDB string
+	}{
+		{"init running", worker(initRunning, container("db", false)), corev1.PodPending, corev1.ConditionFalse, corev1.ConditionFalse, "PodInitializing"},
+		{"running, probe not passed", worker(initDone, running), corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, ""},
+		{"running and ready", worker(initDone, ready), corev1.PodRunning, corev1.ConditionTrue, corev1.ConditionTrue, ""},
+		{"crash loop", worker(initDone, backoff), corev1.PodRunning, corev1.ConditionFalse, corev1.ConditionTrue, "CrashLoopBackOff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.w.buildStatus(&corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}})
+			if st.Phase != tc.phase {
+				t.Errorf("phase = %s, want %s", st.Phase, tc.phase)
+			}
+			if got := condition(st, corev1.PodReady); got != tc.ready {
+				t.Errorf("Ready = %s, want %s", got, tc.ready)
+			}
+			if got := condition(st, corev1.PodInitialized); got != tc.initd {
+				t.Errorf("Initialized = %s, want %s", got, tc.initd)
+			}
+			if got := condition(st, corev1.PodScheduled); got != corev1.ConditionTrue {
+				t.Errorf("the scheduler's PodScheduled condition was not kept: %s", got)
+			}
+			if st.PodIP != "127.0.1.2" || st.HostIP != "127.0.1.1" {
+				t.Errorf("podIP %q hostIP %q", st.PodIP, st.HostIP)
+			}
+			db := st.ContainerStatuses[0]
+			if w := db.State.Waiting; (w == nil) != (tc.waitingDB == "") || (w != nil && w.Reason != tc.waitingDB) {
+				t.Errorf("db state = %+v, want waiting %q", db.State, tc.waitingDB)
+			}
+		})
+	}
+	// A second build from the written status changes nothing (no status write loops).
+	w := worker(initDone, ready)
+	first := w.buildStatus(&corev1.PodStatus{})
+	if second := w.buildStatus(first); !reflect.DeepEqual(first.Conditions, second.Conditions) {
+		t.Errorf("conditions changed on a rebuild:\n%+v\n%+v", first.Conditions, second.Conditions)
+	}
+}
+
+func TestBuildStatusOfDeletedPod(t *testing.T) {
+	for _, tc := range []struct {
+		code int32
+		want corev1.PodPhase
+	}{{0, corev1.PodSucceeded}, {137, corev1.PodFailed}} {
+		db := container("db", false)
+		db.terminated, db.instance = &corev1.ContainerStateTerminated{ExitCode: tc.code}, 1
+		w := worker(db)
+		w.terminating = true
+		if st := w.buildStatus(&corev1.PodStatus{}); st.Phase != tc.want {
+			t.Errorf("deleted pod whose container exited %d: phase %s, want %s", tc.code, st.Phase, tc.want)
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// errVolumesPending means a volume cannot be set up yet (an unbound claim); the pod waits.
+var errVolumesPending = errors.New("waiting for volumes")
+
+// volumeFiles is the content of a ConfigMap, Secret, downward API or projected volume.
+type volumeFiles map[string]fileContent
+
+type fileContent struct {
+	data []byte
+	mode os.FileMode
+}
+
+// prepareVolumes materialises the pod's volumes as host directories and returns them by name.
+// Called at pod start and on every resync, so ConfigMap and Secret volumes follow their objects as
+// the kubelet's do (files mounted with subPath keep their old content, also as in Kubernetes).
+func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]string, error) {
+	pod := w.currentPod()
+	dirs := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		dir := filepath.Join(w.dir, "volumes", v.Name)
+		switch {
+		case v.EmptyDir != nil:
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				return nil, err
+			}
+		case v.PersistentVolumeClaim != nil:
+			d, err := w.a.claimDir(w.namespace, v.PersistentVolumeClaim.ClaimName)
+			if err != nil {
+				if errors.Is(err, errClaimPending) {
+					return nil, fmt.Errorf("%w: persistentvolumeclaim %q is not bound", errVolumesPending, v.PersistentVolumeClaim.ClaimName)
+				}
+				return nil, err
+			}
+			dir = d
+		case v.HostPath != nil:
+			dir = v.HostPath.Path
+			if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return nil, err
+				}
+			}
+		case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+			files, err := w.volumeFiles(ctx, v)
+			if err != nil {
+				return nil, err
+			}
+			if err := syncFiles(dir, files); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("volume %q: only emptyDir, persistentVolumeClaim, hostPath, configMap, secret, downwardAPI and projected volumes run in the rig", v.Name)
+		}
+		dirs[v.Name] = dir
+	}
+	return dirs, nil
+}
+
+// volumeFiles computes the files of a ConfigMap, Secret, downward API or projected volume.
+func (w *podWorker) volumeFiles(ctx context.Context, v corev1.Volume) (volumeFiles, error) {
+	files := volumeFiles{}
+	mode := func(m *int32, def *int32) os.FileMode {
+		switch {
+		case m != nil:
+			return os.FileMode(*m)
+		case def != nil:
+			return os.FileMode(*def)
+		}
+		return 0o644
+	}
+	addConfigMap := func(name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+		cm, err := w.a.cs.CoreV1().ConfigMaps(w.namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) && optional != nil && *optional {
+				return nil
+			}
+			return fmt.Errorf("configmap %q: %w", name, err)
+		}
+		data := map[string][]byte{}
+		for k, val := range cm.Data {
+			data[k] = []byte(val)
+		}
+		for k, val := range cm.BinaryData {
+			data[k] = val
+		}
+		return addKeys(files, "configmap "+name, data, items, optional, def, mode)
+	}
+	addSecret := func(name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+		s, err := w.a.cs.CoreV1().Secrets(w.namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) && optional != nil && *optional {
+				return nil
+			}
+			return fmt.Errorf("secret %q: %w", name, err)
+		}
+		return addKeys(files, "secret "+name, s.Data, items, optional, def, mode)
+	}
+	addDownward := func(items []corev1.DownwardAPIVolumeFile, def *int32) error {
+		for _, it := range items {
+			var val string
+			var err error
+			switch {
+			case it.FieldRef != nil:
+				val, err = w.fieldValue(it.FieldRef.FieldPath)
+			case it.ResourceFieldRef != nil:
+				pod := w.currentPod()
+				if len(pod.Spec.Containers) == 0 {
+					continue
+				}
+				val, err = w.resourceValue(&pod.Spec.Containers[0], it.ResourceFieldRef)
+			}
+			if err != nil {
+				return err
+			}
+			files[it.Path] = fileContent{data: []byte(val), mode: mode(it.Mode, def)}
+		}
+		return nil
+	}
+	switch {
+	case v.ConfigMap != nil:
+		return files, addConfigMap(v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+	case v.Secret != nil:
+		return files, addSecret(v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+	case v.DownwardAPI != nil:
+		return files, addDownward(v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+	case v.Projected != nil:
+		def := v.Projected.DefaultMode
+		for _, src := range v.Projected.Sources {
+			var err error
+			switch {
+			case src.ConfigMap != nil:
+				err = addConfigMap(src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, def)
+			case src.Secret != nil:
+				err = addSecret(src.Secret.Name, src.Secret.Items, src.Secret.Optional, def)
+			case src.DownwardAPI != nil:
+				err = addDownward(src.DownwardAPI.Items, def)
+			}
+			// Service account tokens, cluster trust bundles and pod certificates are left out:
+			// the rig's pods do not call the API server.
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return files, nil
+}
+
+func addKeys(files volumeFiles, what string, data map[string][]byte, items []corev1.KeyToPath, optional *bool, def *int32, mode func(*int32, *int32) os.FileMode) error {
+	if len(items) == 0 {
+		for k, val := range data {
+			files[k] = fileContent{data: val, mode: mode(nil, def)}
+		}
+		return nil
+	}
+	for _, it := range items {
+		val, ok := data[it.Key]
+		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
+			return fmt.Errorf("%s has no key %q", what, it.Key)
+		}
+		files[it.Path] = fileContent{data: val, mode: mode(it.Mode, def)}
+	}
+	return nil
+}
+
+// syncFiles makes dir hold exactly files; each file is replaced atomically.
+func syncFiles(dir string, files volumeFiles) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for rel, fc := range files {
+		target := filepath.Join(dir, filepath.Clean("/"+rel))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if old, err := os.ReadFile(target); err == nil && string(old) == string(fc.data) {
+			if st, err := os.Stat(target); err == nil && st.Mode().Perm() == fc.mode.Perm() {
+				continue
+			}
+		}
+		tmp := filepath.Join(filepath.Dir(target), ".rig-tmp-"+filepath.Base(target))
+		if err := os.WriteFile(tmp, fc.data, fc.mode.Perm()); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, fc.mode.Perm()); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, target); err != nil {
+			return err
+		}
+	}
+	// Remove files whose keys are gone.
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if _, ok := files[rel]; !ok {
+			return os.Remove(p)
+		}
+		return nil
+	})
+}
+
+// containerMounts lists the bind mounts of a container: the image's own directories (for the
+// emulated mariadb image), the pod's /etc/hosts, then the container's volumeMounts. Mount points
+// that do not exist are created: inside another mount when one covers them, else on the host (and
+// removed again when the rig stops).
+func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map[string]string, vars map[string]string, layer string) ([]mount, error) {
+	var mounts []mount
+	mounted := map[string]bool{}
+	for _, vm := range c.VolumeMounts {
+		mounted[filepath.Clean(vm.MountPath)] = true
+	}
+	if kind == imageMariaDB {
+		etc := filepath.Join(layer, "etc-mysql")
+		if err := w.a.img.podEtc(etc, w.ip); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts,
+			mount{src: w.a.img.binDir, dst: imageBinDir, readOnly: true},
+			mount{src: etc, dst: imageEtcDir},
+		)
+		for _, d := range []struct{ name, dst string }{{"run-mysqld", imageRunDir}, {"var-lib-mysql", imageDataDir}} {
+			if mounted[d.dst] {
+				continue
+			}
+			src := filepath.Join(layer, d.name)
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				return nil, err
+			}
+			mounts = append(mounts, mount{src: src, dst: d.dst})
+		}
+	}
+	mounts = append(mounts, mount{src: w.hostsPath(), dst: "/etc/hosts", readOnly: true})
+	for _, vm := range c.VolumeMounts {
+		src, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %q: no volume of that name", vm.Name)
+		}
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, vars)
+		}
+		if sub != "" {
+			src = filepath.Join(src, filepath.Clean("/"+sub))
+			if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(src, 0o777); err != nil {
+					return nil, err
+				}
+			}
+		}
+		mounts = append(mounts, mount{src: src, dst: filepath.Clean(vm.MountPath), readOnly: vm.ReadOnly})
+	}
+	for _, m := range mounts {
+		if err := w.ensureMountpoint(m, mounts); err != nil {
+			return nil, err
+		}
+	}
+	return mounts, nil
+}
+
+// ensureMountpoint creates a missing mount point with the type of its source.
+func (w *podWorker) ensureMountpoint(m mount, all []mount) error {
+	// The deepest other mount that covers m.dst decides where the mount point really lives.
+	target := m.dst
+	hostSide := true
+	best := ""
+	for _, o := range all {
+		if o.dst != m.dst && strings.HasPrefix(m.dst, o.dst+"/") && len(o.dst) > len(best) {
+			best = o.dst
+			target = filepath.Join(o.src, strings.TrimPrefix(m.dst, o.dst))
+			hostSide = false
+		}
+	}
+	if _, err := os.Stat(target); err == nil {
+		return nil
+	}
+	st, err := os.Stat(m.src)
+	if err != nil {
+		return fmt.Errorf("mount source %s: %w", m.src, err)
+	}
+	var created []string
+	for p := filepath.Dir(target); hostSide && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	if st.IsDir() {
+		if err := os.Mkdir(target, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	} else {
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_ = f.Close()
+	}
+	if hostSide {
+		for i := len(created) - 1; i >= 0; i-- {
+			w.a.addMountpoint(created[i])
+		}
+		w.a.addMountpoint(target)
+		w.a.logf("created mount point %s on the host for %s", target, w.key)
+	}
+	return nil
+}
