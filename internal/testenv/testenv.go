@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Options selects the optional control-plane components.
@@ -84,6 +86,9 @@ func StartT(t testing.TB, opts Options) *Env {
 
 // Start starts a control plane. The caller must call Stop.
 func Start(opts Options) (_ *Env, retErr error) {
+	// controller-runtime's clients log through a global logger and print a stack trace when
+	// none is set; tests report through their own errors.
+	ctrllog.SetLogger(logr.Discard())
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
