@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +44,12 @@ type CreateOptions struct {
 	SemiSyncWaitFor   int32
 	SemiSyncTimeout   time.Duration
 	AutoFailover      bool
+	DetectionInterval time.Duration
+	FailureThreshold  int32
+	Cooldown          time.Duration
+	MaxCandidateLag   time.Duration
+	Requests          map[string]string
+	Limits            map[string]string
 	Paused            bool
 
 	Wait    bool
@@ -56,7 +64,8 @@ type CreateOptions struct {
 
 // specFlagNames are the flags that set spec fields.
 var specFlagNames = []string{"image", "flavor", "replicas", "storage-size", "storage-class", "primary-service", "replica-service",
-	"credentials-secret", "mysql-config", "semi-sync", "semi-sync-wait-for", "semi-sync-timeout", "auto-failover", "paused"}
+	"credentials-secret", "mysql-config", "semi-sync", "semi-sync-wait-for", "semi-sync-timeout", "auto-failover", "detection-interval",
+	"failure-threshold", "cooldown", "max-candidate-lag", "requests", "limits", "paused"}
 
 // NewCmdCreate creates a MysqlCluster and its derived objects.
 func NewCmdCreate(f *cmdutil.Factory, runF func(*CreateOptions) error) *cobra.Command {
@@ -126,6 +135,12 @@ only be opened with its passwords. "delete --delete-data" removes both.`,
 	fl.Int32Var(&o.SemiSyncWaitFor, "semi-sync-wait-for", 1, "Replicas that must acknowledge each commit")
 	fl.DurationVar(&o.SemiSyncTimeout, "semi-sync-timeout", 24*time.Hour, "How long the primary waits for acknowledgements before falling back to asynchronous")
 	fl.BoolVar(&o.AutoFailover, "auto-failover", true, "Let 'watch' fail over automatically")
+	fl.DurationVar(&o.DetectionInterval, "detection-interval", time.Second, "How often 'watch' checks every instance")
+	fl.Int32Var(&o.FailureThreshold, "failure-threshold", 3, "Consecutive failed checks, agreed by the replicas, that declare the primary dead")
+	fl.DurationVar(&o.Cooldown, "cooldown", 5*time.Minute, "Minimum time between two automatic failovers")
+	fl.DurationVar(&o.MaxCandidateLag, "max-candidate-lag", 30*time.Second, "Largest replication lag a failover candidate may have")
+	fl.StringToStringVar(&o.Requests, "requests", nil, "Server container resource requests, for example cpu=500m,memory=1Gi")
+	fl.StringToStringVar(&o.Limits, "limits", nil, "Server container resource limits, for example memory=2Gi")
 	fl.BoolVar(&o.Paused, "paused", false, "Create paused: no automatic actions")
 	fl.BoolVar(&o.Wait, "wait", false, "Bootstrap replication and wait until the cluster is Running (progress on stderr)")
 	fl.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait (exit code 3 when exceeded; 'reconcile NAME' resumes)")
@@ -209,12 +224,41 @@ func (o *CreateOptions) Complete() error {
 			s.MysqlConfig[k] = v
 		}
 		s.SemiSync = v1.SemiSyncSpec{Enabled: &o.SemiSync, WaitForReplicas: o.SemiSyncWaitFor, Timeout: &metav1.Duration{Duration: o.SemiSyncTimeout}}
-		s.Failover.Auto = &o.AutoFailover
+		s.Failover = v1.FailoverSpec{
+			Auto:              &o.AutoFailover,
+			DetectionInterval: &metav1.Duration{Duration: o.DetectionInterval},
+			FailureThreshold:  o.FailureThreshold,
+			Cooldown:          &metav1.Duration{Duration: o.Cooldown},
+			MaxCandidateLag:   &metav1.Duration{Duration: o.MaxCandidateLag},
+		}
+		var err error
+		if s.Resources.Requests, err = resourceList("--requests", o.Requests); err != nil {
+			return err
+		}
+		if s.Resources.Limits, err = resourceList("--limits", o.Limits); err != nil {
+			return err
+		}
 		s.Paused = o.Paused
 	}
 	c.Default()
 	o.Cluster = c
 	return nil
+}
+
+// resourceList parses NAME=QUANTITY pairs.
+func resourceList(flag string, m map[string]string) (corev1.ResourceList, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range m {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, cmdutil.FlagErrorf("%s %s=%s: %q is not a quantity (for example 500m, 1Gi)", flag, k, v, v)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
 }
 
 // Run creates the cluster and its objects; on failure it removes what it created.
