@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -115,52 +114,29 @@ func loadCluster(ctx context.Context, f *cmdutil.Factory, name string) (client.C
 // (before running it) until the process is killed. Only end-to-end tests set it.
 const failpointPauseAtStage = "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE"
 
-// runBootstrap drives the bootstrap with progress on stderr and maps a deadline to exit code 3.
+// runBootstrap drives the bootstrap (or, with converge, re-joins replicas) under the lease,
+// with progress on stderr.
 func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, dialer string, timeout time.Duration, converge bool) error {
-	c, err := f.Client()
+	_, cluster, err := loadCluster(ctx, f, key.Name)
 	if err != nil {
 		return err
 	}
-	connect, closeFn, err := f.Connector(dialer)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	ios := f.IOStreams
-	start := time.Now()
-	host, _ := os.Hostname()
-	r := &orchestrate.Runner{
-		Kube: c, Connect: connect, Holder: fmt.Sprintf("mysqlctl@%s/%d", host, os.Getpid()),
-		Progress: func(op v1.OperationStatus) {
-			line := fmt.Sprintf("[%6.1fs] %s %s", time.Since(start).Seconds(), op.Type, op.Stage)
-			if op.Message != "" {
-				line += ": " + op.Message
-			}
-			fmt.Fprintln(ios.ErrOut, line)
-		},
-	}
-	if stage := f.Getenv(failpointPauseAtStage); stage != "" {
-		// A failpoint for end-to-end tests: announce the stage, then hold until killed.
-		r.BeforeStage = func(ctx context.Context, s string) {
-			if s == stage {
-				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
-				<-ctx.Done()
-			}
+	err = withRunner(ctx, f, cluster, dialer, timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+		if converge {
+			return r.Converge(ctx, key)
 		}
+		return r.Bootstrap(ctx, key)
+	})
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if converge {
-		err = r.Converge(ctx, key)
-	} else {
-		err = r.Bootstrap(ctx, key)
-	}
-	switch {
-	case err == nil:
-		fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)
-		return nil
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w after %s: %v (run 'reconcile %s' to resume from the recorded stage)", outcome.ErrTimedOut, timeout, err, key.Name)
-	}
-	return err
+	fmt.Fprintf(f.IOStreams.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)
+	return nil
 }
+
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("mysqlctl@%s/%d", host, os.Getpid())
+}
+
+func outcomeTimedOut() error { return outcome.ErrTimedOut }

@@ -132,6 +132,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdApply(f, nil),
 		NewCmdReconcile(f, nil),
 		NewCmdStatus(f, nil),
+		NewCmdSwitchover(f, nil),
 	)
 	return root
 }

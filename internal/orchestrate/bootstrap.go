@@ -79,6 +79,8 @@ type Runner struct {
 	Poll time.Duration
 	// Holder names this actor in status.operation.holder.
 	Holder string
+	// Epoch is the Lease transition count this actor holds the cluster under.
+	Epoch int32
 	// Progress, when set, is told every stage the operation enters and every change of its message.
 	Progress func(op v1.OperationStatus)
 	// StopAfterStage, when set, makes Bootstrap return right after persisting the given stage's

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// SwitchoverOptions holds the switchover command's flags.
+type SwitchoverOptions struct {
+	f *cmdutil.Factory
+
+	Name           string
+	To             string
+	Timeout        time.Duration
+	CatchUpTimeout time.Duration
+	Dialer         string
+}
+
+// NewCmdSwitchover moves the primary role in a planned way.
+func NewCmdSwitchover(f *cmdutil.Factory, runF func(*SwitchoverOptions) error) *cobra.Command {
+	o := &SwitchoverOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "switchover NAME [--to INSTANCE]",
+		Short: "Move the primary role to a replica with zero data loss",
+		Long: `Switchover is a planned primary change. Stage by stage, each recorded in the cluster's status
+with its evidence before the next begins:
+
+  Validating           the target replicates from the primary, threads running, lag within bounds,
+                       no errant transactions (without --to: the most advanced such replica)
+  Fencing              the primary is made read-only and its client connections are killed; the
+                       fence is verified and the primary's GTID set at that moment recorded
+  WaitingForCandidate  the target applies everything up to that set (bounded by --catch-up-timeout;
+                       on timeout the fence is undone and the switchover fails, exit code 4)
+  Promoting            the target stops replicating, becomes semi-sync source and writable
+  MovingPrimary        the role labels move, so the primary Service follows
+  Repointing           the other replicas and the old primary replicate from the new primary
+  Verifying            every replica is proven to replicate from it
+
+Writes are refused from the fence to the promotion (typically well under a second). Only one
+actor changes a cluster at a time: a second one gets exit code 5 naming the holder. An
+interrupted switchover continues with 'resume NAME'.`,
+		Example: example(f,
+			"# Hand the primary role to demo-1",
+			"%[1]s switchover demo --to demo-1",
+			"# Let mysqlctl choose the best replica",
+			"%[1]s switchover demo"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if o.Timeout <= 0 || o.CatchUpTimeout <= 0 {
+				return cmdutil.FlagErrorf("--timeout and --catch-up-timeout must be positive")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.To, "to", "", "The replica to promote (default: the best candidate)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long the whole switchover may take")
+	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long the fenced primary waits for the target to catch up before the switchover is undone")
+	addDialerFlag(cmd, &o.Dialer)
+	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	return cmd
+}
+
+// Run performs (or resumes) the switchover under the cluster's lease.
+func (o *SwitchoverOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+		return r.Switchover(ctx, client.ObjectKeyFromObject(cluster), orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout})
+	})
+	if err != nil {
+		return err
+	}
+	_, after, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	msg := "switchover finished"
+	if len(after.Status.History) > 0 && after.Status.History[0].Type == orchestrate.OperationSwitchover {
+		msg = after.Status.History[0].Message
+	}
+	fmt.Fprintf(o.f.IOStreams.Out, "%s (%s)\n", msg, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// withRunner takes the cluster's lease, builds a Runner with progress on stderr, runs fn, and
+// releases the lease. A deadline becomes exit code 3; another holder exit code 5.
+func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster, dialer string, timeout time.Duration, fn func(context.Context, *orchestrate.Runner) error) error {
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	connect, closeFn, err := f.Connector(dialer)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	holder := holderName()
+	lctx, lease, err := orchestrate.AcquireLease(ctx, c, cluster, holder, time.Now)
+	if err != nil {
+		return err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	ios := f.IOStreams
+	start := time.Now()
+	r := &orchestrate.Runner{
+		Kube: c, Connect: connect, Holder: holder, Epoch: lease.Epoch,
+		Progress: func(op v1.OperationStatus) {
+			line := fmt.Sprintf("[%6.1fs] %s %s", time.Since(start).Seconds(), op.Type, op.Stage)
+			if op.Message != "" {
+				line += ": " + op.Message
+			}
+			fmt.Fprintln(ios.ErrOut, line)
+		},
+	}
+	if stage := f.Getenv(failpointPauseAtStage); stage != "" {
+		// A failpoint for end-to-end tests: announce the stage, then hold until killed.
+		r.BeforeStage = func(ctx context.Context, s string) {
+			if s == stage {
+				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
+				<-ctx.Done()
+			}
+		}
+	}
+	err = fn(lctx, r)
+	select {
+	case <-lease.Lost():
+		return fmt.Errorf("lost the lease on %s to another actor; its recorded stage is kept for whoever holds it now: %w", cluster.Name, err)
+	default:
+	}
+	if errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil) {
+		return fmt.Errorf("%w after %s: %v (run 'resume %s' to continue from the recorded stage)", outcomeTimedOut(), timeout, err, cluster.Name)
+	}
+	return err
+}

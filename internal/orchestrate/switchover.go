@@ -1,0 +1,493 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+// OperationSwitchover is the type of a planned primary change.
+const OperationSwitchover = "switchover"
+
+// Switchover stages, in order (Bloodraven's planned failover and MOCO's switchover, with every
+// stage persisted with its evidence).
+const (
+	StageValidating          = "Validating"
+	StageFencing             = "Fencing"
+	StageWaitingForCandidate = "WaitingForCandidate"
+	StagePromoting           = "Promoting"
+	StageMovingPrimary       = "MovingPrimary"
+	StageRepointing          = "Repointing"
+	StageVerifying           = "Verifying"
+)
+
+// SwitchoverStages lists the stages in order.
+var SwitchoverStages = []string{StageValidating, StageFencing, StageWaitingForCandidate, StagePromoting, StageMovingPrimary, StageRepointing, StageVerifying}
+
+// SwitchoverOptions tune a switchover.
+type SwitchoverOptions struct {
+	// To is the requested new primary; empty chooses the best candidate.
+	To string
+	// CatchUpTimeout bounds how long the fenced primary waits for the candidate to apply
+	// everything; past it the fence is undone and the switchover fails (default 30s).
+	CatchUpTimeout time.Duration
+	// MaxLag is the largest lag a candidate may have when validated (default 10s).
+	MaxLag time.Duration
+}
+
+// ErrRolledBack means the switchover was undone: the old primary is writable again.
+var ErrRolledBack = errors.New("switchover rolled back")
+
+// Switchover moves the primary role to another replica with zero data loss, or resumes the
+// switchover recorded in the cluster's status at its recorded stage.
+func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts SwitchoverOptions) error {
+	if opts.CatchUpTimeout == 0 {
+		opts.CatchUpTimeout = 30 * time.Second
+	}
+	if opts.MaxLag == 0 {
+		opts.MaxLag = 10 * time.Second
+	}
+	started := false
+	lastReported := ""
+	for {
+		cluster := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		op := cluster.Status.Operation
+		if op == nil {
+			if started {
+				return r.finishedResult(cluster)
+			}
+			if cluster.Status.Phase != v1.PhaseRunning || cluster.Status.CurrentPrimary == "" {
+				return fmt.Errorf("%w: cluster %s is %s, not Running: a switchover needs a healthy primary and replicas", outcome.ErrUnsafe, key.Name, cluster.Status.Phase)
+			}
+			now := metav1.NewTime(r.now())
+			id := fmt.Sprintf("switchover-%d", now.Unix())
+			if err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+				if s.Operation != nil {
+					return nil
+				}
+				s.Operation = &v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, Holder: r.Holder, Epoch: r.Epoch,
+					StartedAt: now, UpdatedAt: &now, Target: opts.To}
+				s.Phase = v1.PhaseSwitchingOver
+				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "SwitchingOver", Message: "switchover started"})
+				return nil
+			}); err != nil {
+				return err
+			}
+			started = true
+			continue
+		}
+		if op.Type != OperationSwitchover {
+			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+		}
+		started = true
+		if r.Progress != nil && op.Stage+op.Message != lastReported {
+			r.Progress(*op)
+			lastReported = op.Stage + op.Message
+		}
+		if r.BeforeStage != nil {
+			r.BeforeStage(ctx, op.Stage)
+		}
+		next, change, err := r.switchoverStage(ctx, cluster, op, opts)
+		var ny errNotYet
+		switch {
+		case errors.As(err, &ny):
+			if op.Message != ny.msg {
+				_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
+			}
+			if err := r.wait(ctx); err != nil {
+				return fmt.Errorf("switchover of %s waiting at stage %s (%s): %w", key, op.Stage, ny.msg, err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("switchover of %s at stage %s: %w", key, op.Stage, err)
+		}
+		if err := r.persist(ctx, cluster, op, next, change); err != nil {
+			if errors.Is(err, errLostRace) {
+				continue
+			}
+			return err
+		}
+	}
+}
+
+// finishedResult reports the last switchover's result from history.
+func (r *Runner) finishedResult(c *v1.MysqlCluster) error {
+	for _, h := range c.Status.History {
+		if h.Type == OperationSwitchover {
+			if h.Result == "Succeeded" {
+				return nil
+			}
+			return fmt.Errorf("%w: %s", ErrRolledBack, h.Message)
+		}
+	}
+	return nil
+}
+
+// finish ends the operation with a history record.
+func finish(s *v1.MysqlClusterStatus, now time.Time, result, msg string, lost int64) {
+	op := s.Operation
+	t := metav1.NewTime(now)
+	s.History = append([]v1.OperationRecord{{ID: op.ID, Type: op.Type, Result: result, StartedAt: op.StartedAt, FinishedAt: t, Message: msg, TransactionsLost: lost}}, s.History...)
+	if len(s.History) > 20 {
+		s.History = s.History[:20]
+	}
+	s.Operation = nil
+	s.Phase = v1.PhaseRunning
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: msg})
+}
+
+func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, opts SwitchoverOptions) (string, func(*v1.MysqlClusterStatus), error) {
+	members, err := r.members(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	byName := map[string]instance{}
+	for _, m := range members {
+		byName[m.pod.Name] = m
+	}
+	conns := map[string]*topology.Instance{}
+	defer func() {
+		for _, in := range conns {
+			_ = in.Close()
+		}
+	}()
+	connect := func(name string) (*topology.Instance, error) {
+		if in, ok := conns[name]; ok {
+			return in, nil
+		}
+		m, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("instance %s has no ready pod", name)
+		}
+		in, err := r.Connect(ctx, m.pod, topology.Credentials{User: "root", Password: creds.root})
+		if err != nil {
+			return nil, err
+		}
+		conns[name] = in
+		return in, nil
+	}
+	observe := func(name string) (topology.Snapshot, error) {
+		in, err := connect(name)
+		if err != nil {
+			return topology.Snapshot{}, err
+		}
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		if !s.Complete() {
+			return s, fmt.Errorf("%s cannot be observed: %v", name, s.Err)
+		}
+		return s, nil
+	}
+	ev := op.Evidence
+	if ev == nil {
+		ev = &v1.OperationEvidence{}
+	}
+	// The old primary: the recorded current primary until MovingPrimary hands the role over,
+	// the fenced primary of the evidence from then on.
+	old := c.Status.CurrentPrimary
+	if ev.FencedPrimary != "" {
+		old = ev.FencedPrimary
+	}
+	now := r.now()
+
+	switch op.Stage {
+	case StageValidating:
+		type cand struct {
+			name string
+			snap topology.Snapshot
+		}
+		var ok, healthy []cand
+		var rejected []string
+		for _, m := range members {
+			name := m.pod.Name
+			if name == old {
+				continue
+			}
+			if quarantined(c, name) {
+				rejected = append(rejected, name+": quarantined")
+				continue
+			}
+			s, err := observe(name)
+			switch {
+			case err != nil:
+				rejected = append(rejected, name+": "+err.Error())
+			case s.Replica == nil || s.Replica.SourceHost != byName[old].pod.Status.PodIP:
+				rejected = append(rejected, name+": does not replicate from the primary")
+			case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
+				rejected = append(rejected, name+": replication threads not running")
+			case s.Replica.SecondsBehind == nil:
+				rejected = append(rejected, name+": lag unknown")
+			case time.Duration(*s.Replica.SecondsBehind)*time.Second > opts.MaxLag:
+				rejected = append(rejected, fmt.Sprintf("%s: %ds behind (bound %s)", name, *s.Replica.SecondsBehind, opts.MaxLag))
+			default:
+				healthy = append(healthy, cand{name, s})
+			}
+		}
+		// The primary is observed after the replicas: under writes a replica observed later
+		// could be ahead of an earlier primary snapshot and look errant when it is not.
+		ps, err := observe(old)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, x := range healthy {
+			if contained, why := historyContained(ps, x.snap); !contained {
+				rejected = append(rejected, x.name+": errant: "+why)
+				continue
+			}
+			ok = append(ok, x)
+		}
+		var chosen cand
+		reason := ""
+		if opts.To != "" {
+			for _, x := range ok {
+				if x.name == opts.To {
+					chosen, reason = x, "requested with --to; healthy, replicating from the primary, within the lag bound"
+				}
+			}
+			if chosen.name == "" {
+				return "", nil, r.failSwitchover(ctx, c, op, fmt.Sprintf("requested target %s is not a safe candidate: %s", opts.To, strings.Join(rejected, "; ")))
+			}
+		} else {
+			if len(ok) == 0 {
+				return "", nil, r.failSwitchover(ctx, c, op, "no safe candidate: "+strings.Join(rejected, "; "))
+			}
+			// The most advanced candidate needs the shortest catch-up; ties go to the lowest ordinal.
+			sort.SliceStable(ok, func(i, j int) bool { return gtidCount(ok[i].snap) > gtidCount(ok[j].snap) })
+			chosen, reason = ok[0], "most advanced healthy replica within the lag bound"
+			for _, x := range ok[1:] {
+				rejected = append(rejected, x.name+": less advanced or later in order")
+			}
+		}
+		return StageFencing, func(s *v1.MysqlClusterStatus) {
+			s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: old, FenceState: v1.FencePending, Candidate: chosen.name,
+				CandidateGTIDSet: executed(chosen.snap), CandidateReason: reason, Rejected: rejected}
+		}, nil
+
+	case StageFencing:
+		in, err := connect(old)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.Fence(ctx); err != nil {
+			return "", nil, err
+		}
+		killed, err := in.KillClientConnections(ctx, ReplicationUser)
+		if err != nil {
+			return "", nil, err
+		}
+		fs, err := in.VerifyFence(ctx, ReplicationUser)
+		if err != nil {
+			return "", nil, err
+		}
+		if !fs.Verified {
+			return "", nil, notYet("fence of %s not verified yet: %s", old, strings.Join(fs.Evidence, "; "))
+		}
+		ps, err := observe(old)
+		if err != nil {
+			return "", nil, err
+		}
+		method := "read_only=ON and client connections killed"
+		if ps.Flavor.IsMySQL() {
+			method = "super_read_only=ON and client connections killed"
+		}
+		fenced := executed(ps)
+		return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
+			e := s.Operation.Evidence
+			e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, fmt.Sprintf("%s (%d killed)", method, len(killed)), fenced
+		}, nil
+
+	case StageWaitingForCandidate:
+		in, err := connect(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil {
+			if errors.Is(err, topology.ErrWaitTimeout) {
+				// Roll back: the old primary takes writes again, nothing changed hands.
+				oldIn, cerr := connect(old)
+				if cerr != nil {
+					return "", nil, cerr
+				}
+				if err := oldIn.MakeWritable(ctx); err != nil {
+					return "", nil, err
+				}
+				return "", nil, r.failSwitchover(ctx, c, op, fmt.Sprintf("%s did not apply the fenced primary's %s within %s; the fence on %s was undone", ev.Candidate, ev.FencedGTIDSet, opts.CatchUpTimeout, old))
+			}
+			return "", nil, err
+		}
+		return StagePromoting, nil, nil
+
+	case StagePromoting:
+		in, err := connect(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.StopReplica(ctx); err != nil {
+			return "", nil, err
+		}
+		if err := in.ResetReplication(ctx); err != nil {
+			return "", nil, err
+		}
+		if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 {
+			spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
+			if c.Spec.SemiSync.Timeout != nil {
+				spec.Timeout = c.Spec.SemiSync.Timeout.Duration
+			}
+			if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
+				return "", nil, err
+			}
+		}
+		if err := in.MakeWritable(ctx); err != nil {
+			return "", nil, err
+		}
+		return StageMovingPrimary, nil, nil
+
+	case StageMovingPrimary:
+		if err := r.labelRole(ctx, c, old, v1.RoleReplica); err != nil {
+			return "", nil, err
+		}
+		if err := r.labelRole(ctx, c, ev.Candidate, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
+		return StageRepointing, func(s *v1.MysqlClusterStatus) { s.CurrentPrimary = ev.Candidate }, nil
+
+	case StageRepointing:
+		newIP := byName[ev.Candidate].pod.Status.PodIP
+		for _, m := range members {
+			name := m.pod.Name
+			if name == ev.Candidate || quarantined(c, name) {
+				continue
+			}
+			in, err := connect(name)
+			if err != nil {
+				return "", nil, err
+			}
+			s, err := observe(name)
+			if err != nil {
+				return "", nil, err
+			}
+			if s.Replica != nil && s.Replica.SourceHost == newIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
+				continue
+			}
+			if name == old {
+				if err := in.DisableSemiSyncSource(ctx); err != nil {
+					return "", nil, err
+				}
+			}
+			if err := in.Repoint(ctx, topology.SourceSpec{Host: newIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+				ConnectRetry: time.Second, ResumeFromBinlog: name == old}); err != nil {
+				return "", nil, err
+			}
+			if c.Spec.SemiSync.SemiSyncEnabled() {
+				if err := in.EnableSemiSyncReplica(ctx); err != nil {
+					return "", nil, err
+				}
+			}
+		}
+		return StageVerifying, nil, nil
+
+	case StageVerifying:
+		ns, err := observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		newIP := byName[ev.Candidate].pod.Status.PodIP
+		var pending []string
+		for _, m := range members {
+			name := m.pod.Name
+			if name == ev.Candidate || quarantined(c, name) {
+				continue
+			}
+			s, err := observe(name)
+			if err != nil {
+				return "", nil, err
+			}
+			if s.Replica == nil || s.Replica.SourceHost != newIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
+				detail := ""
+				if s.Replica != nil {
+					detail = strings.TrimSpace(" " + s.Replica.LastIOError + " " + s.Replica.LastSQLError)
+				}
+				pending = append(pending, name+" not replicating from "+ev.Candidate+" yet"+detail)
+				continue
+			}
+			in, err := connect(name)
+			if err != nil {
+				return "", nil, err
+			}
+			if err := in.WaitForGTID(ctx, executed(ns), 2*time.Second); err != nil {
+				pending = append(pending, fmt.Sprintf("%s has not applied the new primary's %s yet", name, executed(ns)))
+			}
+		}
+		if len(pending) > 0 {
+			return "", nil, notYet("%s", strings.Join(pending, "; "))
+		}
+		// Transactions the fenced primary had that the new primary lacks: 0 after
+		// WaitingForCandidate proved the catch-up; computed again here and recorded, never assumed.
+		lost := missing(ns, ev.FencedGTIDSet)
+		dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+		msg := fmt.Sprintf("primary moved from %s to %s in %s; every transaction of the fenced primary is on the new one", old, ev.Candidate, dur)
+		return "", func(s *v1.MysqlClusterStatus) {
+			for i := range s.Instances {
+				switch s.Instances[i].Name {
+				case ev.Candidate:
+					s.Instances[i].Role, s.Instances[i].Classification = v1.RolePrimary, string(topology.ClassPrimary)
+				case old:
+					s.Instances[i].Role, s.Instances[i].Classification = v1.RoleReplica, string(topology.ClassReplicating)
+				}
+			}
+			finish(s, now, "Succeeded", msg, lost)
+		}, nil
+	}
+	return "", nil, fmt.Errorf("unknown switchover stage %q recorded in status", op.Stage)
+}
+
+// failSwitchover ends the operation as Failed with the reason, and returns the error to report.
+func (r *Runner) failSwitchover(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string) error {
+	now := r.now()
+	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { finish(s, now, "Failed", reason, 0) })
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
+}
+
+// missing counts the transactions of the fenced history that s has not executed.
+func missing(s topology.Snapshot, fenced string) int64 {
+	if s.Flavor.IsMariaDB() {
+		p, err := gtid.ParseMariaDBPos(fenced)
+		if err != nil {
+			return -1
+		}
+		return int64(p.Subtract(s.GTID.CurrentPos).Count())
+	}
+	set, err := gtid.ParseMySQLSet(fenced)
+	if err != nil {
+		return -1
+	}
+	return int64(set.Subtract(s.GTID.Executed).Count())
+}
+
+func gtidCount(s topology.Snapshot) uint64 {
+	if s.Flavor.IsMariaDB() {
+		return s.GTID.CurrentPos.Count()
+	}
+	return s.GTID.Executed.Count()
+}

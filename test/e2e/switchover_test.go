@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// writer inserts increasing ids through the primary Service, following it to its current
+// endpoint after every failure like a reconnecting application, and records every commit the
+// server acknowledged.
+type writer struct {
+	mu     sync.Mutex
+	acked  []int
+	gaps   []time.Duration
+	last   time.Time
+	errors int
+}
+
+func (w *writer) run(ctx context.Context, service, password string) {
+	var conn *sql.DB
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for id := 1; ctx.Err() == nil; {
+		if conn == nil {
+			addrs, err := r.ServiceAddrs(ctx, "default", service, "mysql")
+			if err != nil || len(addrs) != 1 {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			conn, _ = sql.Open("mysql", rig.DSN(addrs[0], "app", password))
+			conn.SetMaxOpenConns(1)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := conn.ExecContext(wctx, "INSERT INTO app.w VALUES (?)", id)
+		cancel()
+		if err != nil {
+			w.mu.Lock()
+			w.errors++
+			w.mu.Unlock()
+			_ = conn.Close()
+			conn = nil
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		now := time.Now()
+		w.mu.Lock()
+		if !w.last.IsZero() {
+			w.gaps = append(w.gaps, now.Sub(w.last))
+		}
+		w.last = now
+		w.acked = append(w.acked, id)
+		w.mu.Unlock()
+		id++
+	}
+}
+
+func (w *writer) maxGap() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var m time.Duration
+	for _, g := range w.gaps {
+		m = max(m, g)
+	}
+	return m
+}
+
+// TestSwitchoverUnderWrites: a planned switchover to a named and then to an automatic target
+// while a client writes continuously: every acknowledged commit survives on every instance,
+// exactly one instance is writable afterwards, and the old primary replicates from the new one.
+func TestSwitchoverUnderWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if res := mysqlctl(t, nil, "create", "sw", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("create: %d %s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, "sw")
+	root := string(secret(t, ctx, "sw").Data[orchestrate.SecretRootPassword])
+	addrs, err := r.ServiceAddrs(ctx, "default", "sw-primary", "mysql")
+	if err != nil || len(addrs) != 1 {
+		t.Fatalf("primary endpoints %v %v", addrs, err)
+	}
+	// The application account has no READ ONLY ADMIN (MariaDB) or SUPER: read_only stops it, as
+	// it stops every real application account. root would write through a fence on MariaDB.
+	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.w (id INT PRIMARY KEY)",
+		"CREATE USER app@'%' IDENTIFIED BY 'app-pass'", "GRANT SELECT, INSERT, DELETE ON app.* TO app@'%'"} {
+		if _, err := db(t, addrs[0], root).ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for round, target := range []string{"sw-1", ""} {
+		w := &writer{}
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(wctx, "sw-primary", "app-pass") }()
+		time.Sleep(time.Second)
+		before := getCluster(t, ctx, "sw").Status.CurrentPrimary
+		args := []string{"switchover", "sw"}
+		if target != "" {
+			args = append(args, "--to", target)
+		}
+		res := mysqlctl(t, nil, append(args, "--timeout", "90s")...)
+		if res.code != 0 {
+			stop()
+			wg.Wait()
+			t.Fatalf("round %d: switchover: %d\n%s\n%s", round, res.code, res.stdout, res.stderr)
+		}
+		time.Sleep(time.Second)
+		stop()
+		wg.Wait()
+		c := getCluster(t, ctx, "sw")
+		newPrimary := c.Status.CurrentPrimary
+		if newPrimary == before || (target != "" && newPrimary != target) {
+			t.Fatalf("round %d: primary %s → %s (target %q)", round, before, newPrimary, target)
+		}
+		h := c.Status.History[0]
+		if h.Type != orchestrate.OperationSwitchover || h.Result != "Succeeded" || h.TransactionsLost != 0 || c.Status.Operation != nil {
+			t.Errorf("round %d: history %+v op %+v", round, h, c.Status.Operation)
+		}
+		t.Logf("round %d: %s → %s; %d acknowledged writes, %d failed attempts, longest write gap %s (CLI: %s)",
+			round, before, newPrimary, len(w.acked), w.errors, w.maxGap(), strings.TrimSpace(res.stdout))
+
+		// Exactly one writable instance, and every acknowledged commit everywhere.
+		writable := 0
+		for i := 0; i < 3; i++ {
+			pod := fmt.Sprintf("sw-%d", i)
+			addr, err := r.PodAddr(ctx, "default", pod, 3306)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := db(t, addr, root)
+			var ro int
+			if err := d.QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err != nil {
+				t.Fatal(err)
+			}
+			if ro == 0 {
+				writable++
+				if pod != newPrimary {
+					t.Errorf("round %d: %s is writable but %s is the primary", round, pod, newPrimary)
+				}
+			}
+			cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+			eventually(t, cctx, pod+" holds every acknowledged write", func() error {
+				var n, maxID int
+				if err := d.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id),0) FROM app.w WHERE id <= ?", w.acked[len(w.acked)-1]).Scan(&n, &maxID); err != nil {
+					return err
+				}
+				if n < len(w.acked) {
+					return fmt.Errorf("%d of %d acknowledged rows", n, len(w.acked))
+				}
+				return nil
+			})
+			ccancel()
+			if _, err := d.ExecContext(ctx, "DELETE FROM app.w WHERE 1=0"); err != nil && pod == newPrimary {
+				t.Errorf("new primary refuses writes: %v", err)
+			}
+		}
+		if writable != 1 {
+			t.Errorf("round %d: %d writable instances, want exactly 1", round, writable)
+		}
+		if _, err := db(t, mustPodAddr(t, ctx, newPrimary), root).ExecContext(ctx, "TRUNCATE app.w"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustPodAddr(t *testing.T, ctx context.Context, pod string) string {
+	t.Helper()
+	a, err := r.PodAddr(ctx, "default", pod, 3306)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestSecondActorIsRefused: while another actor holds the cluster's lease, a switchover exits
+// with code 5 and names the holder, and changes nothing.
+func TestSecondActorIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if res := mysqlctl(t, nil, "create", "held", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
+		t.Fatalf("create: %d %s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, "held")
+	c := getCluster(t, ctx, "held")
+	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mysqlctl(t, nil, "switchover", "held")
+	lease.Release(ctx)
+	if res.code != 5 || !strings.Contains(res.stderr, "someone-else holds cluster held") {
+		t.Errorf("second actor: exit %d, stderr %q", res.code, res.stderr)
+	}
+	after := getCluster(t, ctx, "held")
+	if after.Status.CurrentPrimary != c.Status.CurrentPrimary || after.Status.Operation != nil {
+		t.Errorf("refused switchover changed the cluster: %+v", after.Status)
+	}
+}
