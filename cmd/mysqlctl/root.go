@@ -133,6 +133,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdReconcile(f, nil),
 		NewCmdStatus(f, nil),
 		NewCmdSwitchover(f, nil),
+		NewCmdResume(f, nil),
 	)
 	return root
 }

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,4 +212,98 @@ func TestSecondActorIsRefused(t *testing.T) {
 	if after.Status.CurrentPrimary != c.Status.CurrentPrimary || after.Status.Operation != nil {
 		t.Errorf("refused switchover changed the cluster: %+v", after.Status)
 	}
+}
+
+// TestSwitchoverResumesAfterKillAtEveryStage SIGKILLs the CLI while it holds at each switchover
+// stage; `resume` (after the dead actor's lease expires) finishes from the recorded stage, with
+// exactly one writable instance and nothing lost.
+func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if res := mysqlctl(t, nil, "create", "swk", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
+		t.Fatalf("create: %d %s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, "swk")
+	root := string(secret(t, ctx, "swk").Data[orchestrate.SecretRootPassword])
+	if _, err := db(t, mustPodAddr(t, ctx, "swk-0"), root).ExecContext(ctx, "CREATE TABLE mysql.swk_marker (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	for i, stage := range orchestrate.SwitchoverStages {
+		before := getCluster(t, ctx, "swk").Status.CurrentPrimary
+		if _, err := db(t, mustPodAddr(t, ctx, before), root).ExecContext(ctx, "INSERT INTO mysql.swk_marker VALUES (?)", i); err != nil {
+			t.Fatalf("stage %s: write on primary %s: %v", stage, before, err)
+		}
+		out := killAt(t, ctx, stage, "switchover", "swk")
+		c := getCluster(t, ctx, "swk")
+		if c.Status.Operation == nil || c.Status.Operation.Stage != stage {
+			t.Fatalf("killed at %s, recorded %+v\n%s", stage, c.Status.Operation, out)
+		}
+		res := mysqlctl(t, nil, "resume", "swk", "--timeout", "2m")
+		if res.code != 0 {
+			t.Fatalf("resume after kill at %s: %d\n%s", stage, res.code, res.stderr)
+		}
+		if !strings.Contains(res.stderr, "switchover "+stage) {
+			t.Errorf("resume did not start at %s:\n%s", stage, res.stderr)
+		}
+		after := getCluster(t, ctx, "swk")
+		if after.Status.Operation != nil || after.Status.CurrentPrimary == before || after.Status.History[0].TransactionsLost != 0 {
+			t.Fatalf("after resume at %s: primary %s → %s, op %+v, history %+v", stage, before, after.Status.CurrentPrimary, after.Status.Operation, after.Status.History[0])
+		}
+		writable := 0
+		for _, pod := range []string{"swk-0", "swk-1"} {
+			d := db(t, mustPodAddr(t, ctx, pod), root)
+			var ro, n int
+			if err := d.QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err != nil {
+				t.Fatal(err)
+			}
+			if ro == 0 {
+				writable++
+			}
+			cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+			eventually(t, cctx, pod+" has every marker", func() error {
+				if err := d.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.swk_marker").Scan(&n); err != nil {
+					return err
+				}
+				if n != i+1 {
+					return fmt.Errorf("%d markers, want %d", n, i+1)
+				}
+				return nil
+			})
+			ccancel()
+		}
+		if writable != 1 {
+			t.Errorf("after resume at %s: %d writable instances", stage, writable)
+		}
+	}
+}
+
+// killAt runs the CLI with the pause failpoint at stage, SIGKILLs it there, and returns what it
+// printed.
+func killAt(t *testing.T, ctx context.Context, stage string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct", "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+stage)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	sc := bufio.NewScanner(stderr)
+	reached := false
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if strings.Contains(sc.Text(), "failpoint: paused at stage "+stage) {
+			reached = true
+			break
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if !reached {
+		t.Fatalf("the CLI ended before stage %s:\n%s", stage, strings.Join(seen, "\n"))
+	}
+	return strings.Join(seen, "\n")
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// ResumeOptions holds the resume command's flags.
+type ResumeOptions struct {
+	f *cmdutil.Factory
+
+	Name    string
+	Timeout time.Duration
+	Dialer  string
+}
+
+// NewCmdResume continues the operation recorded in a cluster's status.
+func NewCmdResume(f *cmdutil.Factory, runF func(*ResumeOptions) error) *cobra.Command {
+	o := &ResumeOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "resume NAME",
+		Short: "Continue the operation recorded in a cluster's status",
+		Long: `Resume continues the operation an interrupted command left in the cluster's status (a killed
+laptop, a cancelled CI job) from exactly its recorded stage: a bootstrap, a converge or a
+switchover. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
+actor stops renewing); an actor that is still alive is refused with exit code 5.`,
+		Example: example(f,
+			"# Continue whatever was interrupted",
+			"%[1]s resume demo"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "How long to wait for the operation to finish")
+	addDialerFlag(cmd, &o.Dialer)
+	return cmd
+}
+
+// Run resumes the recorded operation.
+func (o *ResumeOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	op := cluster.Status.Operation
+	if op == nil {
+		fmt.Fprintf(o.f.IOStreams.Out, "nothing to resume: no operation is recorded on %s\n", cluster.Name)
+		return nil
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	switch op.Type {
+	case orchestrate.OperationBootstrap, orchestrate.OperationConverge:
+		return runBootstrap(ctx, o.f, key, o.Dialer, o.Timeout, true)
+	case orchestrate.OperationSwitchover:
+		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer}).Run(ctx)
+	}
+	return fmt.Errorf("this mysqlctl cannot resume a %q operation (recorded by a newer version?)", op.Type)
+}
