@@ -63,9 +63,11 @@ type CreateOptions struct {
 }
 
 // specFlagNames are the flags that set spec fields.
-var specFlagNames = []string{"image", "flavor", "replicas", "storage-size", "storage-class", "primary-service", "replica-service",
+var specFlagNames = []string{
+	"image", "flavor", "replicas", "storage-size", "storage-class", "primary-service", "replica-service",
 	"credentials-secret", "mysql-config", "semi-sync", "semi-sync-wait-for", "semi-sync-timeout", "auto-failover", "detection-interval",
-	"failure-threshold", "cooldown", "max-candidate-lag", "requests", "limits", "paused"}
+	"failure-threshold", "cooldown", "max-candidate-lag", "requests", "limits", "paused",
+}
 
 // NewCmdCreate creates a MysqlCluster and its derived objects.
 func NewCmdCreate(f *cmdutil.Factory, runF func(*CreateOptions) error) *cobra.Command {

@@ -23,12 +23,14 @@ func TestCreateFlagsFillEverySpecField(t *testing.T) {
 	}
 	var got *v1.MysqlCluster
 	root.AddCommand(NewCmdCreate(f, func(o *CreateOptions) error { got = o.Cluster; return nil }))
-	code := execute(f, root, []string{"create", "shop", "-n", "team", "--image", "mariadb:11.4", "--replicas", "5",
+	code := execute(f, root, []string{
+		"create", "shop", "-n", "team", "--image", "mariadb:11.4", "--replicas", "5",
 		"--storage-size", "20Gi", "--storage-class", "fast", "--primary-service", "shop-rw", "--replica-service", "shop-ro",
 		"--credentials-secret", "shop-creds", "--mysql-config", "max_connections=500", "--semi-sync=false",
 		"--semi-sync-wait-for", "2", "--semi-sync-timeout", "30s", "--auto-failover=false", "--detection-interval", "2s",
 		"--failure-threshold", "5", "--cooldown", "10m", "--max-candidate-lag", "5s", "--requests", "cpu=500m,memory=1Gi",
-		"--limits", "memory=2Gi", "--paused"})
+		"--limits", "memory=2Gi", "--paused",
+	})
 	if code != cmdutil.ExitOK || got == nil {
 		t.Fatalf("exit %d", code)
 	}

@@ -113,14 +113,16 @@ func TestVerdict(t *testing.T) {
 		return &v1.MysqlCluster{
 			ObjectMeta: metav1.ObjectMeta{Name: "v", Generation: 1},
 			Spec:       v1.MysqlClusterSpec{Replicas: 2},
-			Status: v1.MysqlClusterStatus{Phase: v1.PhaseRunning, CurrentPrimary: "v-0", ObservedGeneration: 1,
-				Instances: []v1.InstanceStatus{{Name: "v-0", Role: v1.RolePrimary}, {Name: "v-1", Role: v1.RoleReplica}}},
+			Status: v1.MysqlClusterStatus{
+				Phase: v1.PhaseRunning, CurrentPrimary: "v-0", ObservedGeneration: 1,
+				Instances: []v1.InstanceStatus{{Name: "v-0", Role: v1.RolePrimary}, {Name: "v-1", Role: v1.RoleReplica}},
+			},
 		}
 	}
-	ready := func(name string) *corev1.Pod {
+	ready := func() *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	}
-	pods := map[string]*corev1.Pod{"v-0": ready("v-0"), "v-1": ready("v-1")}
+	pods := map[string]*corev1.Pod{"v-0": ready(), "v-1": ready()}
 	for _, tc := range []struct {
 		name  string
 		mut   func(*v1.MysqlCluster, map[string]*corev1.Pod)

@@ -149,7 +149,7 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 	default:
 	}
 	if errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil) {
-		return fmt.Errorf("%w after %s: %v (run 'resume %s' to continue from the recorded stage)", outcomeTimedOut(), timeout, err, cluster.Name)
+		return fmt.Errorf("%w after %s: %w (run 'resume %s' to continue from the recorded stage)", outcomeTimedOut(), timeout, err, cluster.Name)
 	}
 	return err
 }

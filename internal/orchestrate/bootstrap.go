@@ -43,8 +43,10 @@ const (
 )
 
 // BootstrapStages lists the stages in order (for tests that interrupt each one).
-var BootstrapStages = []string{StageWaitingForPods, StageRecordingProvenance, StageCreatingUsers, StageConfiguringPrimary,
-	StageJoiningReplicas, StageOpeningPrimary, StageVerifyingConvergence}
+var BootstrapStages = []string{
+	StageWaitingForPods, StageRecordingProvenance, StageCreatingUsers, StageConfiguringPrimary,
+	StageJoiningReplicas, StageOpeningPrimary, StageVerifyingConvergence,
+}
 
 // MySQL accounts mysqlctl creates.
 const (
@@ -413,8 +415,10 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			}
 			if existing != nil {
 				if existing.PVCUID != string(pvc.UID) {
-					recs = append(recs, rec{errant: &v1.ErrantInstance{Name: m.pod.Name,
-						Reason: fmt.Sprintf("data volume %s has UID %s, but the provenance record names %s: this is not the data that was recorded", pvc.Name, pvc.UID, existing.PVCUID)}})
+					recs = append(recs, rec{errant: &v1.ErrantInstance{
+						Name:   m.pod.Name,
+						Reason: fmt.Sprintf("data volume %s has UID %s, but the provenance record names %s: this is not the data that was recorded", pvc.Name, pvc.UID, existing.PVCUID),
+					}})
 				}
 				continue
 			}

@@ -62,7 +62,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 		wait := time.Until(held.expiry) + 100*time.Millisecond
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("%w: %s holds cluster %s (%v)", outcome.ErrHeld, held.holder, c.Name, ctx.Err())
+			return nil, nil, fmt.Errorf("%w: %s holds cluster %s (%w)", outcome.ErrHeld, held.holder, c.Name, ctx.Err())
 		case <-time.After(min(max(wait, 100*time.Millisecond), LeaseDuration/3)):
 		}
 	}
@@ -97,8 +97,10 @@ func (l *Lease) take(ctx context.Context, now func() time.Time, first bool) erro
 	if apierrors.IsNotFound(err) && first {
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.Holder, LeaseDurationSeconds: &dur, AcquireTime: &t, RenewTime: &t,
-				LeaseTransitions: new(int32)},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: &l.Holder, LeaseDurationSeconds: &dur, AcquireTime: &t, RenewTime: &t,
+				LeaseTransitions: new(int32),
+			},
 		}
 		if err := l.kube.Create(ctx, lease); err != nil {
 			if apierrors.IsAlreadyExists(err) {

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -63,7 +64,7 @@ func TestUpdateStatusUnderContention(t *testing.T) {
 	}
 	// An aborting change writes nothing and returns its error.
 	want := fmt.Errorf("precondition gone")
-	if err := UpdateStatus(ctx, c, final, func(s *v1.MysqlClusterStatus) error { s.Phase = v1.PhaseDegraded; return want }); err != want {
+	if err := UpdateStatus(ctx, c, final, func(s *v1.MysqlClusterStatus) error { s.Phase = v1.PhaseDegraded; return want }); !errors.Is(err, want) {
 		t.Errorf("abort: %v", err)
 	}
 	if n := writes.Load(); n != 0 {

@@ -80,8 +80,10 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 				if s.Operation != nil {
 					return nil
 				}
-				s.Operation = &v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, Holder: r.Holder, Epoch: r.Epoch,
-					StartedAt: now, UpdatedAt: &now, Target: opts.To}
+				s.Operation = &v1.OperationStatus{
+					ID: id, Type: OperationSwitchover, Stage: StageValidating, Holder: r.Holder, Epoch: r.Epoch,
+					StartedAt: now, UpdatedAt: &now, Target: opts.To,
+				}
 				s.Phase = v1.PhaseSwitchingOver
 				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "SwitchingOver", Message: "switchover started"})
 				return nil
@@ -192,7 +194,7 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		if !s.Complete() {
-			return s, fmt.Errorf("%s cannot be observed: %v", name, s.Err)
+			return s, fmt.Errorf("%s cannot be observed: %w", name, s.Err)
 		}
 		return s, nil
 	}
@@ -277,8 +279,10 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 			}
 		}
 		return StageFencing, func(s *v1.MysqlClusterStatus) {
-			s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: old, FenceState: v1.FencePending, Candidate: chosen.name,
-				CandidateGTIDSet: executed(chosen.snap), CandidateReason: reason, Rejected: rejected}
+			s.Operation.Evidence = &v1.OperationEvidence{
+				FencedPrimary: old, FenceState: v1.FencePending, Candidate: chosen.name,
+				CandidateGTIDSet: executed(chosen.snap), CandidateReason: reason, Rejected: rejected,
+			}
 		}, nil
 
 	case StageFencing:
@@ -392,8 +396,10 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 					return "", nil, err
 				}
 			}
-			if err := in.Repoint(ctx, topology.SourceSpec{Host: newIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
-				ConnectRetry: time.Second, ResumeFromBinlog: name == old}); err != nil {
+			if err := in.Repoint(ctx, topology.SourceSpec{
+				Host: newIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+				ConnectRetry: time.Second, ResumeFromBinlog: name == old,
+			}); err != nil {
 				return "", nil, err
 			}
 			if c.Spec.SemiSync.SemiSyncEnabled() {

@@ -239,7 +239,7 @@ func (e *Env) Healthy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("readyz: %s", resp.Status)
 	}

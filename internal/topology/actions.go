@@ -165,10 +165,6 @@ func (i *Instance) do(ctx context.Context, op string, build func(Dialect) ([]Stm
 	return i.exec(ctx, op, stmts...)
 }
 
-func one(s Stmt) func(Dialect) ([]Stmt, error) {
-	return func(Dialect) ([]Stmt, error) { return []Stmt{s}, nil }
-}
-
 // Fence makes the server refuse client writes: super_read_only on MySQL,
 // read_only on MariaDB. It does not end open sessions; see
 // KillClientConnections and VerifyFence.
@@ -451,8 +447,10 @@ func (i *Instance) ensurePlugin(ctx context.Context, side SemiSyncSide) error {
 	case sqlErrorNumber(err) == erOptionPreventsStmt:
 		// INSTALL PLUGIN writes mysql.plugin, which super_read_only
 		// forbids; a fenced replica cannot load it at run time.
-		return &OpError{Instance: i.Name, Op: "install semi-sync plugin", Kind: ErrorOther,
-			Err: fmt.Errorf("%w (load %s at startup with plugin-load-add=%s instead)", err, name, lib)}
+		return &OpError{
+			Instance: i.Name, Op: "install semi-sync plugin", Kind: ErrorOther,
+			Err: fmt.Errorf("%w (load %s at startup with plugin-load-add=%s instead)", err, name, lib),
+		}
 	default:
 		return err
 	}
@@ -490,7 +488,7 @@ func (i *Instance) EnsureUser(ctx context.Context, spec UserSpec, opts EnsureUse
 	if err != nil {
 		return i.fail("ensure user", err, nil)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	run := func(s Stmt) error {
 		if _, err := conn.ExecContext(ctx, s.SQL, s.Args...); err != nil {
 			return i.fail("ensure user "+spec.User, err, &s)

@@ -48,8 +48,10 @@ func BenchmarkObserveAllFive(b *testing.B) {
 // BenchmarkClassify measures the pure decision step for one healthy MySQL
 // replica, the part a watch loop repeats for every instance.
 func BenchmarkClassify(b *testing.B) {
-	in := ClassifyInput{Instance: mysqlSnap("mysql-1"), ExpectedPrimary: "mysql-0", Primary: mysqlPrimary(uuidP + ":1-100"),
-		Thresholds: Thresholds{MaxTransactionsBehind: 10}}
+	in := ClassifyInput{
+		Instance: mysqlSnap("mysql-1"), ExpectedPrimary: "mysql-0", Primary: mysqlPrimary(uuidP + ":1-100"),
+		Thresholds: Thresholds{MaxTransactionsBehind: 10},
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		if Classify(in).Class != ClassReplicating {

@@ -25,12 +25,16 @@ func mysqlSnap(name string, opts ...opt) Snapshot {
 	sro := true
 	s := Snapshot{
 		Name: name, Reachable: true, Flavor: f,
-		State: State{ServerID: 2, ServerUUID: uuidR, ReadOnly: true, SuperReadOnly: &sro, GTIDMode: "ON", LogBin: true,
-			GTID: GTIDState{Executed: gtid.MustParseMySQLSet(uuidP + ":1-100")}},
+		State: State{
+			ServerID: 2, ServerUUID: uuidR, ReadOnly: true, SuperReadOnly: &sro, GTIDMode: "ON", LogBin: true,
+			GTID: GTIDState{Executed: gtid.MustParseMySQLSet(uuidP + ":1-100")},
+		},
 	}
 	zero := int64(0)
-	s.Replica = &ReplicaStatus{SourceHost: "mysql-0.mysql", SourcePort: 3306, SourceServerID: 1, SourceUUID: uuidP,
-		IOThread: ThreadRunning, SQLRunning: true, SecondsBehind: &zero, AutoPosition: true}
+	s.Replica = &ReplicaStatus{
+		SourceHost: "mysql-0.mysql", SourcePort: 3306, SourceServerID: 1, SourceUUID: uuidP,
+		IOThread: ThreadRunning, SQLRunning: true, SecondsBehind: &zero, AutoPosition: true,
+	}
 	for _, o := range opts {
 		o(&s)
 	}
@@ -53,12 +57,16 @@ func mariaSnap(name string, opts ...opt) Snapshot {
 	pos := gtid.MustParseMariaDBPos("0-1-100")
 	s := Snapshot{
 		Name: name, Reachable: true, Flavor: f,
-		State: State{ServerID: 2, ReadOnly: true, GTIDStrictMode: &strict, GTIDMode: "ON", LogBin: true,
-			GTID: GTIDState{BinlogPos: pos, SlavePos: pos, CurrentPos: pos, IOPos: pos, BinlogState: pos.GTIDs()}},
+		State: State{
+			ServerID: 2, ReadOnly: true, GTIDStrictMode: &strict, GTIDMode: "ON", LogBin: true,
+			GTID: GTIDState{BinlogPos: pos, SlavePos: pos, CurrentPos: pos, IOPos: pos, BinlogState: pos.GTIDs()},
+		},
 	}
 	zero := int64(0)
-	s.Replica = &ReplicaStatus{SourceHost: "mariadb-0.mariadb", SourcePort: 3306, SourceServerID: 1,
-		IOThread: ThreadRunning, SQLRunning: true, SecondsBehind: &zero, AutoPosition: true, UsingGTID: "Slave_Pos"}
+	s.Replica = &ReplicaStatus{
+		SourceHost: "mariadb-0.mariadb", SourcePort: 3306, SourceServerID: 1,
+		IOThread: ThreadRunning, SQLRunning: true, SecondsBehind: &zero, AutoPosition: true, UsingGTID: "Slave_Pos",
+	}
 	for _, o := range opts {
 		o(&s)
 	}
@@ -164,26 +172,34 @@ func TestClassify(t *testing.T) {
 		},
 		{
 			name: "lag within a custom threshold",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withReplica(lagOf(31))), ExpectedPrimary: "mysql-0", Primary: primary,
-				Thresholds: Thresholds{MaxLagSeconds: 60}},
+			in: ClassifyInput{
+				Instance: mysqlSnap("mysql-1", withReplica(lagOf(31))), ExpectedPrimary: "mysql-0", Primary: primary,
+				Thresholds: Thresholds{MaxLagSeconds: 60},
+			},
 			want: ClassReplicating,
 		},
 		{
 			name: "unknown lag is not zero and not lagging",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.SecondsBehind = nil })),
-				ExpectedPrimary: "mysql-0", Primary: primary},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.SecondsBehind = nil })),
+				ExpectedPrimary: "mysql-0", Primary: primary,
+			},
 			want: ClassReplicating, evidence: []string{"lag unknown (Seconds_Behind is NULL)"},
 		},
 		{
 			name: "lagging by transactions",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withExecuted(uuidP+":1-40")), ExpectedPrimary: "mysql-0", Primary: primary,
-				Thresholds: Thresholds{MaxTransactionsBehind: 50}},
+			in: ClassifyInput{
+				Instance: mysqlSnap("mysql-1", withExecuted(uuidP+":1-40")), ExpectedPrimary: "mysql-0", Primary: primary,
+				Thresholds: Thresholds{MaxTransactionsBehind: 50},
+			},
 			want: ClassLagging, evidence: []string{"60 transactions behind the primary's snapshot (threshold 50)"},
 		},
 		{
 			name: "IO thread stopped",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.IOThread, r.SecondsBehind = ThreadStopped, nil })),
-				ExpectedPrimary: "mysql-0", Primary: primary},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.IOThread, r.SecondsBehind = ThreadStopped, nil })),
+				ExpectedPrimary: "mysql-0", Primary: primary,
+			},
 			want: ClassIOBroken, findings: []Class{ClassIOBroken}, evidence: []string{"IO thread No, last IO error 0"},
 		},
 		{
@@ -195,8 +211,10 @@ func TestClassify(t *testing.T) {
 		},
 		{
 			name: "IO thread reconnecting after a lost connection",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.IOThread = ThreadConnecting })),
-				ExpectedPrimary: "mysql-0", Primary: primary},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.IOThread = ThreadConnecting })),
+				ExpectedPrimary: "mysql-0", Primary: primary,
+			},
 			want: ClassIOBroken, evidence: []string{"lost its connection"},
 		},
 		{
@@ -227,21 +245,27 @@ func TestClassify(t *testing.T) {
 		},
 		{
 			name: "wrong source by address while the primary is unreachable",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-2", withReplica(func(r *ReplicaStatus) { r.SourceHost = "mysql-1.mysql" })),
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-2", withReplica(func(r *ReplicaStatus) { r.SourceHost = "mysql-1.mysql" })),
 				ExpectedPrimary: "mysql-0", Primary: &Snapshot{Name: "mysql-0", Err: &ObserveError{Kind: ErrorTimeout}},
-				PrimaryAddresses: []SourceAddress{{Host: "mysql-0.mysql", Port: 3306}}, History: History{PrimaryUUIDs: []string{uuidP}}},
+				PrimaryAddresses: []SourceAddress{{Host: "mysql-0.mysql", Port: 3306}}, History: History{PrimaryUUIDs: []string{uuidP}},
+			},
 			want: ClassWrongSource, evidence: []string{"source mysql-1.mysql:3306 is none of the expected primary mysql-0's addresses"},
 		},
 		{
 			name: "right source by address (case-insensitive DNS)",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-2", withReplica(func(r *ReplicaStatus) { r.SourceHost = "MYSQL-0.mysql" })),
-				ExpectedPrimary: "mysql-0", PrimaryAddresses: []SourceAddress{{Host: "mysql-0.mysql"}}, History: History{PrimaryUUIDs: []string{uuidP}}},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-2", withReplica(func(r *ReplicaStatus) { r.SourceHost = "MYSQL-0.mysql" })),
+				ExpectedPrimary: "mysql-0", PrimaryAddresses: []SourceAddress{{Host: "mysql-0.mysql"}}, History: History{PrimaryUUIDs: []string{uuidP}},
+			},
 			want: ClassReplicating, evidence: []string{"is an address of the expected primary"},
 		},
 		{
 			name: "no GTID auto-positioning",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.AutoPosition = false })),
-				ExpectedPrimary: "mysql-0", Primary: primary},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withReplica(func(r *ReplicaStatus) { r.AutoPosition = false })),
+				ExpectedPrimary: "mysql-0", Primary: primary,
+			},
 			want: ClassWrongSource, evidence: []string{"does not use GTID auto-positioning"},
 		},
 		{
@@ -251,22 +275,28 @@ func TestClassify(t *testing.T) {
 		},
 		{
 			name: "errant write, SQL thread broken by it, writable: Errant first",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withExecuted(uuidP+":1-100,"+uuidR+":1-2"), func(s *Snapshot) { s.ReadOnly = false },
-				withReplica(func(r *ReplicaStatus) { r.SQLRunning, r.LastSQLErrno = false, 1062 })),
-				ExpectedPrimary: "mysql-0", Primary: primary},
+			in: ClassifyInput{
+				Instance: mysqlSnap("mysql-1", withExecuted(uuidP+":1-100,"+uuidR+":1-2"), func(s *Snapshot) { s.ReadOnly = false },
+					withReplica(func(r *ReplicaStatus) { r.SQLRunning, r.LastSQLErrno = false, 1062 })),
+				ExpectedPrimary: "mysql-0", Primary: primary,
+			},
 			want: ClassErrant, findings: []Class{ClassErrant, ClassSQLBroken, ClassWritableReplica},
 			evidence: []string{"errant transactions (from no known primary): " + uuidR + ":1-2"},
 		},
 		{
 			name: "transactions of a former primary are not errant",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withExecuted(uuidO+":1-50,"+uuidP+":1-100")),
-				ExpectedPrimary: "mysql-0", Primary: mysqlPrimary(uuidO + ":1-48," + uuidP + ":1-100"), History: History{PrimaryUUIDs: []string{uuidO}}},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withExecuted(uuidO+":1-50,"+uuidP+":1-100")),
+				ExpectedPrimary: "mysql-0", Primary: mysqlPrimary(uuidO + ":1-48," + uuidP + ":1-100"), History: History{PrimaryUUIDs: []string{uuidO}},
+			},
 			want: ClassReplicating, evidence: []string{"has 2 transactions from known primaries that the current primary's snapshot lacks: " + uuidO + ":49-50"},
 		},
 		{
 			name: "seeded history is not errant",
-			in: ClassifyInput{Instance: mysqlSnap("mysql-1", withExecuted(uuidX+":1-7,"+uuidP+":1-100")),
-				ExpectedPrimary: "mysql-0", Primary: primary, History: History{MySQL: gtid.MustParseMySQLSet(uuidX + ":1-7")}},
+			in: ClassifyInput{
+				Instance:        mysqlSnap("mysql-1", withExecuted(uuidX+":1-7,"+uuidP+":1-100")),
+				ExpectedPrimary: "mysql-0", Primary: primary, History: History{MySQL: gtid.MustParseMySQLSet(uuidX + ":1-7")},
+			},
 			want: ClassReplicating,
 		},
 		{
@@ -286,45 +316,59 @@ func TestClassify(t *testing.T) {
 		},
 		{
 			name: "MariaDB local write on a replica",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-2-101", "0-1-100,0-2-101"), func(s *Snapshot) { s.ReadOnly = false }),
-				ExpectedPrimary: "mariadb-0", Primary: mprimary},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-2-101", "0-1-100,0-2-101"), func(s *Snapshot) { s.ReadOnly = false }),
+				ExpectedPrimary: "mariadb-0", Primary: mprimary,
+			},
 			want: ClassErrant, findings: []Class{ClassErrant, ClassWritableReplica},
 			evidence: []string{"binlog holds 0-2-101 from server_id 2 (this replica itself: a local write), which was never a primary"},
 		},
 		{
 			name: "MariaDB divergence at the same sequence number",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-2-101", "0-1-100,0-2-101")),
-				ExpectedPrimary: "mariadb-0", Primary: mariaPrimary("0-1-101"), History: History{PrimaryServerIDs: []uint32{2}}},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-2-101", "0-1-100,0-2-101")),
+				ExpectedPrimary: "mariadb-0", Primary: mariaPrimary("0-1-101"), History: History{PrimaryServerIDs: []uint32{2}},
+			},
 			want: ClassErrant, evidence: []string{"diverged from the primary (proven): domain 0: 0-2-101 vs 0-1-101: diverged"},
 		},
 		{
 			name: "MariaDB: the primary's newer transactions are an observation race",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-1-105", "0-1-105")),
-				ExpectedPrimary: "mariadb-0", Primary: mprimary},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-1-105", "0-1-105")),
+				ExpectedPrimary: "mariadb-0", Primary: mprimary,
+			},
 			want: ClassReplicating, evidence: []string{"ahead of the primary's snapshot on its own sequence"},
 		},
 		{
 			name: "MariaDB: a former primary's transactions are not errant",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-1-120", "0-3-90,0-1-120")),
-				ExpectedPrimary: "mariadb-0", Primary: mariaPrimary("0-1-120"), History: History{PrimaryServerIDs: []uint32{3}}},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-1-120", "0-3-90,0-1-120")),
+				ExpectedPrimary: "mariadb-0", Primary: mariaPrimary("0-1-120"), History: History{PrimaryServerIDs: []uint32{3}},
+			},
 			want: ClassReplicating,
 		},
 		{
 			name: "MariaDB: seeded history is not errant",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-1-100", "0-9-40,0-1-100")),
-				ExpectedPrimary: "mariadb-0", Primary: mprimary, History: History{MariaDB: gtid.MustParseMariaDBPos("0-9-40")}},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-1-100", "0-9-40,0-1-100")),
+				ExpectedPrimary: "mariadb-0", Primary: mprimary, History: History{MariaDB: gtid.MustParseMariaDBPos("0-9-40")},
+			},
 			want: ClassReplicating,
 		},
 		{
 			name: "MariaDB lagging by sequence numbers",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-1", withMariaBinlog("0-1-20", "0-1-20")),
-				ExpectedPrimary: "mariadb-0", Primary: mprimary, Thresholds: Thresholds{MaxTransactionsBehind: 10}},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-1", withMariaBinlog("0-1-20", "0-1-20")),
+				ExpectedPrimary: "mariadb-0", Primary: mprimary, Thresholds: Thresholds{MaxTransactionsBehind: 10},
+			},
 			want: ClassLagging, evidence: []string{"80 transactions behind the primary's snapshot (threshold 10)"},
 		},
 		{
 			name: "MariaDB wrong source by server_id",
-			in: ClassifyInput{Instance: mariaSnap("mariadb-2", withReplica(func(r *ReplicaStatus) { r.SourceServerID = 3 })),
-				ExpectedPrimary: "mariadb-0", Primary: mprimary},
+			in: ClassifyInput{
+				Instance:        mariaSnap("mariadb-2", withReplica(func(r *ReplicaStatus) { r.SourceServerID = 3 })),
+				ExpectedPrimary: "mariadb-0", Primary: mprimary,
+			},
 			want: ClassWrongSource, evidence: []string{"source server_id 3 is not the expected primary mariadb-0's 1"},
 		},
 	}

@@ -82,18 +82,26 @@ func TestDialectKeyDifferences(t *testing.T) {
 		wait                   string
 		semiSource, semiPlugin string
 	}{
-		{dialect("5.7.44", "MySQL"), "SHOW SLAVE STATUS", "SET GLOBAL super_read_only = ON",
+		{
+			dialect("5.7.44", "MySQL"), "SHOW SLAVE STATUS", "SET GLOBAL super_read_only = ON",
 			"CHANGE MASTER TO MASTER_HOST = 'mysql-0', MASTER_PORT = 3306, MASTER_USER = 'repl', MASTER_PASSWORD = ?, MASTER_AUTO_POSITION = 1",
-			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_master_enabled = ON", "semisync_master.so"},
-		{dialect("8.0.36", "MySQL"), "SHOW REPLICA STATUS", "SET GLOBAL super_read_only = ON",
+			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_master_enabled = ON", "semisync_master.so",
+		},
+		{
+			dialect("8.0.36", "MySQL"), "SHOW REPLICA STATUS", "SET GLOBAL super_read_only = ON",
 			"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'mysql-0', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = ?, SOURCE_AUTO_POSITION = 1",
-			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_source_enabled = ON", "semisync_source.so"},
-		{dialect("8.4.3", "MySQL"), "SHOW REPLICA STATUS", "SET GLOBAL super_read_only = ON",
+			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_source_enabled = ON", "semisync_source.so",
+		},
+		{
+			dialect("8.4.3", "MySQL"), "SHOW REPLICA STATUS", "SET GLOBAL super_read_only = ON",
 			"CHANGE REPLICATION SOURCE TO SOURCE_HOST = 'mysql-0', SOURCE_PORT = 3306, SOURCE_USER = 'repl', SOURCE_PASSWORD = ?, SOURCE_AUTO_POSITION = 1",
-			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_source_enabled = ON", "semisync_source.so"},
-		{dialect("10.11.6-MariaDB", ""), "SHOW SLAVE STATUS", "SET GLOBAL read_only = ON",
+			"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", "SET GLOBAL rpl_semi_sync_source_enabled = ON", "semisync_source.so",
+		},
+		{
+			dialect("10.11.6-MariaDB", ""), "SHOW SLAVE STATUS", "SET GLOBAL read_only = ON",
 			"CHANGE MASTER TO MASTER_HOST = 'mysql-0', MASTER_PORT = 3306, MASTER_USER = 'repl', MASTER_PASSWORD = ?, MASTER_USE_GTID = slave_pos",
-			"SELECT MASTER_GTID_WAIT(?, ?)", "SET GLOBAL rpl_semi_sync_master_enabled = ON", ""},
+			"SELECT MASTER_GTID_WAIT(?, ?)", "SET GLOBAL rpl_semi_sync_master_enabled = ON", "",
+		},
 	} {
 		f := tt.d.Flavor()
 		if got := tt.d.ReplicaStatusQuery().SQL; got != tt.status {

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	spdystream "k8s.io/apimachinery/pkg/util/httpstream/spdy"
+	"k8s.io/apimachinery/pkg/util/httpstream"                 //nolint:staticcheck // the types client-go's SPDY upgrader uses
+	spdystream "k8s.io/apimachinery/pkg/util/httpstream/spdy" //nolint:staticcheck // as above
 	"k8s.io/client-go/rest"
 )
 
@@ -93,7 +93,7 @@ func chainText(err error) string {
 			return
 		}
 		b.WriteString(e.Error() + "\n" + fmt.Sprintf("%+v %#v", e, e) + "\n")
-		switch x := e.(type) {
+		switch x := e.(type) { //nolint:errorlint // walks the error tree itself, node by node
 		case interface{ Unwrap() []error }:
 			for _, c := range x.Unwrap() {
 				walk(c)

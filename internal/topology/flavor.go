@@ -102,7 +102,7 @@ func DetectFlavor(version, comment string) (Flavor, error) {
 	}
 	parsed, err := parseVersion(v)
 	if err != nil {
-		return f, fmt.Errorf("%w: cannot read version %q: %v", ErrUnsupportedFlavor, version, err)
+		return f, fmt.Errorf("%w: cannot read version %q: %w", ErrUnsupportedFlavor, version, err)
 	}
 	f.Version = parsed
 	switch {

@@ -473,8 +473,10 @@ func TestLiveResetReplicationOnPromotion(t *testing.T) {
 	if newP.Replica != nil || newP.ReadOnly {
 		t.Fatalf("new primary still a replica or read-only: %s", describe(newP))
 	}
-	cl := Classify(ClassifyInput{Instance: oldP, ExpectedPrimary: "new-primary", Primary: &newP,
-		History: History{PrimaryServerIDs: []uint32{ps.ServerID}}})
+	cl := Classify(ClassifyInput{
+		Instance: oldP, ExpectedPrimary: "new-primary", Primary: &newP,
+		History: History{PrimaryServerIDs: []uint32{ps.ServerID}},
+	})
 	if cl.Class != ClassReplicating {
 		t.Fatalf("old primary after re-pointing: %v %s", cl.Findings, strings.Join(cl.Evidence, "; "))
 	}

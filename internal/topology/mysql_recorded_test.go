@@ -116,8 +116,10 @@ func TestObserveRecordedMySQL84(t *testing.T) {
 	primary := primarySnapshot(t, "896e7882-18fe-11ef-ab88-22222d34d412",
 		"896e7882-18fe-11ef-ab88-22222d34d411:1-4:aaaa:1,896e7882-18fe-11ef-ab88-22222d34d412:1-900:batch:1-12")
 	primary.ServerID = 2
-	c := Classify(ClassifyInput{Instance: s, ExpectedPrimary: "mysql-0", Primary: primary,
-		Thresholds: Thresholds{MaxLagSeconds: 60, MaxTransactionsBehind: 10}})
+	c := Classify(ClassifyInput{
+		Instance: s, ExpectedPrimary: "mysql-0", Primary: primary,
+		Thresholds: Thresholds{MaxLagSeconds: 60, MaxTransactionsBehind: 10},
+	})
 	if c.Class != ClassLagging || len(c.Findings) != 1 {
 		t.Fatalf("classification %v %v\n%s", c.Class, c.Findings, strings.Join(c.Evidence, "\n"))
 	}
@@ -142,9 +144,11 @@ func TestObserveRecordedMySQL57(t *testing.T) {
 	if !s.SemiSync.ReplicaEnabled || !s.SemiSync.ReplicaActive {
 		t.Errorf("semi-sync %+v", s.SemiSync)
 	}
-	c := Classify(ClassifyInput{Instance: s, ExpectedPrimary: "mysql-0",
+	c := Classify(ClassifyInput{
+		Instance: s, ExpectedPrimary: "mysql-0",
 		PrimaryAddresses: []SourceAddress{{Host: "mysql-0.mysql.db.svc", Port: 3306}},
-		History:          History{PrimaryUUIDs: []string{"3e11fa47-71ca-11e1-9e33-c80aa9429562"}}})
+		History:          History{PrimaryUUIDs: []string{"3e11fa47-71ca-11e1-9e33-c80aa9429562"}},
+	})
 	if c.Class != ClassIOBroken || len(c.Findings) != 1 {
 		t.Fatalf("classification %v %v\n%s", c.Class, c.Findings, strings.Join(c.Evidence, "\n"))
 	}
@@ -239,8 +243,10 @@ func TestActionsRecordedMySQL84(t *testing.T) {
 			return err
 		}, []string{connections, "KILL CONNECTION 17", "KILL CONNECTION 18"}},
 		{"stop io", func() error { return inst.StopIOThread(ctx) }, []string{"STOP REPLICA IO_THREAD"}},
-		{"wait", func() error { return inst.WaitForGTID(ctx, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-44", 3*time.Second) },
-			[]string{"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?) [73f86016-978b-11ee-ade5-8d2a2a562feb:1-44, 3]"}},
+		{
+			"wait", func() error { return inst.WaitForGTID(ctx, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-44", 3*time.Second) },
+			[]string{"SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?) [73f86016-978b-11ee-ade5-8d2a2a562feb:1-44, 3]"},
+		},
 		{"reset", func() error { return inst.ResetReplication(ctx) }, []string{"STOP REPLICA", "RESET REPLICA ALL"}},
 		{"writable", func() error { return inst.MakeWritable(ctx) }, []string{"SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}},
 		{"repoint", func() error {
@@ -358,7 +364,8 @@ func TestSemiSyncPluginOnFencedMySQLReplica(t *testing.T) {
 	f.onRow(versionQuery, "version", "8.4.3", "version_comment", "MySQL Community Server - GPL")
 	f.onEmpty("SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = ?", "PLUGIN_STATUS")
 	f.fail("INSTALL PLUGIN rpl_semi_sync_replica SONAME 'semisync_replica.so'", &mysql.MySQLError{
-		Number: 1290, Message: "The MySQL server is running with the --super-read-only option so it cannot execute this statement"})
+		Number: 1290, Message: "The MySQL server is running with the --super-read-only option so it cannot execute this statement",
+	})
 	db := f.db()
 	defer db.Close()
 	err := NewInstance("mysql-1", db).EnableSemiSyncReplica(context.Background())

@@ -236,7 +236,7 @@ func queryRows(ctx context.Context, q Querier, s Stmt) ([]Row, error) {
 	if err != nil {
 		return nil, sanitize(err, s.secrets())
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, err

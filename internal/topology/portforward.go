@@ -16,7 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/httpstream" //nolint:staticcheck // client-go's portforward and spdy packages still take these types
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -64,7 +64,7 @@ type pfTunnel struct {
 func (t *pfTunnel) shut() {
 	t.once.Do(func() {
 		close(t.closed)
-		_ = t.Connection.Close()
+		_ = t.Close()
 	})
 }
 
@@ -193,7 +193,7 @@ func (d *PortForwardDialer) dialTunnel(ctx context.Context, t Target) (httpstrea
 	if err != nil {
 		return nil, err
 	}
-	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, &u)
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, &u)
 	if !d.opts.SPDYOnly {
 		ws, err := portforward.NewSPDYOverWebsocketDialer(&u, cfg)
 		if err != nil {

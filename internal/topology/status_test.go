@@ -21,16 +21,26 @@ func TestParseReplicaStatusRecorded(t *testing.T) {
 		received      string
 		healthy       bool
 	}{
-		{"mysql80-replica-status.txt", "mysql-0.mysql.db.svc", 3306, ThreadRunning, true, lag(0), 0, 0, 100,
-			"73f86016-978b-11ee-ade5-8d2a2a562feb", true, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-42", true},
-		{"mysql80-replica-status-sql-error.txt", "mysql-0.mysql.db.svc", 3306, ThreadRunning, false, nil, 0, 1062, 100,
-			"73f86016-978b-11ee-ade5-8d2a2a562feb", true, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-44", false},
-		{"mysql84-replica-status.txt", "mysql-1.mysql.db.svc.cluster.local", 3306, ThreadRunning, true, lag(95), 0, 0, 2,
-			"896e7882-18fe-11ef-ab88-22222d34d412", true, "896e7882-18fe-11ef-ab88-22222d34d412:1-900:batch:1-12", true},
-		{"mysql57-slave-status.txt", "mysql-0.mysql.db.svc", 3306, ThreadConnecting, true, nil, 2003, 0, 100,
-			"3e11fa47-71ca-11e1-9e33-c80aa9429562", true, "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", false},
-		{"mariadb1011-slave-status.txt", "127.0.77.1", 3306, ThreadRunning, true, lag(0), 0, 0, 1,
-			"", true, "", true},
+		{
+			"mysql80-replica-status.txt", "mysql-0.mysql.db.svc", 3306, ThreadRunning, true, lag(0), 0, 0, 100,
+			"73f86016-978b-11ee-ade5-8d2a2a562feb", true, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-42", true,
+		},
+		{
+			"mysql80-replica-status-sql-error.txt", "mysql-0.mysql.db.svc", 3306, ThreadRunning, false, nil, 0, 1062, 100,
+			"73f86016-978b-11ee-ade5-8d2a2a562feb", true, "73f86016-978b-11ee-ade5-8d2a2a562feb:1-44", false,
+		},
+		{
+			"mysql84-replica-status.txt", "mysql-1.mysql.db.svc.cluster.local", 3306, ThreadRunning, true, lag(95), 0, 0, 2,
+			"896e7882-18fe-11ef-ab88-22222d34d412", true, "896e7882-18fe-11ef-ab88-22222d34d412:1-900:batch:1-12", true,
+		},
+		{
+			"mysql57-slave-status.txt", "mysql-0.mysql.db.svc", 3306, ThreadConnecting, true, nil, 2003, 0, 100,
+			"3e11fa47-71ca-11e1-9e33-c80aa9429562", true, "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", false,
+		},
+		{
+			"mariadb1011-slave-status.txt", "127.0.77.1", 3306, ThreadRunning, true, lag(0), 0, 0, 1,
+			"", true, "", true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -119,8 +129,10 @@ func TestParseSemiSyncRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := SemiSyncState{Available: true, SourceEnabled: true, SourceActive: true, SourceClients: 2, WaitSessions: 3,
-		TimeoutMillis: 10000, WaitForReplicas: 1, WaitPoint: "AFTER_SYNC", NoTx: 1, YesTx: 1203}
+	want := SemiSyncState{
+		Available: true, SourceEnabled: true, SourceActive: true, SourceClients: 2, WaitSessions: 3,
+		TimeoutMillis: 10000, WaitForReplicas: 1, WaitPoint: "AFTER_SYNC", NoTx: 1, YesTx: 1203,
+	}
 	if s != want {
 		t.Errorf("MySQL 8.4 source:\n got %+v\nwant %+v", s, want)
 	}

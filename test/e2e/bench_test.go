@@ -24,7 +24,7 @@ func BenchmarkCreateToRunning(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("bench%d", i)
 		b.StartTimer()
-		res := mysqlctl(t, nil, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "5m")
+		res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "5m")
 		b.StopTimer()
 		if res.code != 0 {
 			b.Fatalf("create: %d %s", res.code, res.stderr)
@@ -52,7 +52,7 @@ func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // writes must be 0).
 func BenchmarkConvergedReconcile(b *testing.B) {
 	t := &testing.T{}
-	res := mysqlctl(t, nil, "create", "benchrc", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "5m")
+	res := mysqlctl(t, "create", "benchrc", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "5m")
 	if res.code != 0 {
 		b.Fatalf("create: %d %s", res.code, res.stderr)
 	}

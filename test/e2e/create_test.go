@@ -25,7 +25,7 @@ import (
 func TestCreateThreeInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res := mysqlctl(t, nil, "create", "demo", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "5m")
+	res := mysqlctl(t, "create", "demo", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "5m")
 	if res.code != 0 {
 		t.Fatalf("create --wait: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -108,7 +108,7 @@ func TestCreateThreeInstances(t *testing.T) {
 
 	// A second reconcile of a converged cluster changes nothing.
 	before := resourceVersions(t, ctx)
-	again := mysqlctl(t, nil, "reconcile", "demo")
+	again := mysqlctl(t, "reconcile", "demo")
 	if again.code != 0 || strings.Contains(again.stdout, "configured") || strings.Contains(again.stdout, "created") {
 		t.Errorf("second reconcile: exit %d stdout %q stderr %q", again.code, again.stdout, again.stderr)
 	}
@@ -117,11 +117,11 @@ func TestCreateThreeInstances(t *testing.T) {
 	}
 
 	// status tells the truth.
-	st := mysqlctl(t, nil, "status", "demo")
+	st := mysqlctl(t, "status", "demo")
 	if st.code != 0 || !strings.Contains(st.stdout, "verdict\thealthy: primary demo-0 writable; 2 replica(s) proven replicating") {
 		t.Errorf("status: %d %q %q", st.code, st.stdout, st.stderr)
 	}
-	js := mysqlctl(t, nil, "status", "demo", "-o", "json")
+	js := mysqlctl(t, "status", "demo", "-o", "json")
 	var fromJSON v1.MysqlCluster
 	if err := json.Unmarshal([]byte(js.stdout), &fromJSON); err != nil || fromJSON.Status.CurrentPrimary != "demo-0" {
 		t.Errorf("status -o json: %v", err)
@@ -144,7 +144,7 @@ func TestCreateThreeInstances(t *testing.T) {
 	if _, err := primary.ExecContext(ctx, "INSERT INTO app.t VALUES (101)"); err != nil {
 		t.Fatal(err)
 	}
-	rj := mysqlctl(t, nil, "reconcile", "demo", "--timeout", "2m")
+	rj := mysqlctl(t, "reconcile", "demo", "--timeout", "2m")
 	if rj.code != 0 {
 		t.Fatalf("reconcile after pod loss: %d %s", rj.code, rj.stderr)
 	}
@@ -212,7 +212,7 @@ func resourceVersions(t *testing.T, ctx context.Context) map[string]string {
 
 // TestCreateOneInstance: a single instance runs without replicas or semi-sync.
 func TestCreateOneInstance(t *testing.T) {
-	res := mysqlctl(t, nil, "create", "solo", "--image", "mariadb:10.11", "--replicas", "1", "--storage-size", "256Mi", "--wait", "--timeout", "3m")
+	res := mysqlctl(t, "create", "solo", "--image", "mariadb:10.11", "--replicas", "1", "--storage-size", "256Mi", "--wait", "--timeout", "3m")
 	if res.code != 0 {
 		t.Fatalf("create --wait: exit %d\n%s", res.code, res.stderr)
 	}
@@ -270,7 +270,7 @@ func TestBootstrapResumesAfterKillAtEveryStage(t *testing.T) {
 			}
 			_ = cmd.Wait()
 
-			res := mysqlctl(t, nil, "reconcile", name, "--timeout", "3m")
+			res := mysqlctl(t, "reconcile", name, "--timeout", "3m")
 			if res.code != 0 {
 				t.Fatalf("reconcile after kill at %s: exit %d\n%s", stage, res.code, res.stderr)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,17 +61,18 @@ type result struct {
 }
 
 // mysqlctl runs the real binary against the rig (direct dialing: rig pods have loopback IPs).
-func mysqlctl(t *testing.T, env []string, args ...string) result {
+func mysqlctl(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
-	cmd.Env = append(os.Environ(), append([]string{"XDG_CONFIG_HOME=" + t.TempDir(), "MYSQLCTL_DIALER=direct"}, env...)...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("run mysqlctl %v: %v", args, err)
@@ -136,7 +138,7 @@ func eventually(t *testing.T, ctx context.Context, what string, f func() error) 
 // deleteCluster removes a cluster and its data (the rig's pods and volumes with it).
 func deleteCluster(t *testing.T, name string) {
 	t.Helper()
-	if res := mysqlctl(t, nil, "delete", name, "--delete-data", "--yes"); res.code != 0 {
+	if res := mysqlctl(t, "delete", name, "--delete-data", "--yes"); res.code != 0 {
 		t.Errorf("delete %s: %d %s", name, res.code, res.stderr)
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,7 +49,7 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 	if _, err := db(t, addr, root).ExecContext(ctx, "CREATE DATABASE rogue"); err != nil {
 		t.Fatal(err)
 	}
-	res := mysqlctl(t, nil, "reconcile", "errant", "--timeout", "3m")
+	res := mysqlctl(t, "reconcile", "errant", "--timeout", "3m")
 	if res.code != 0 {
 		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
 	}
@@ -66,16 +67,10 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 	if addrs, _ := r.ServiceAddrs(ctx, "default", "errant-replicas", "mysql"); len(addrs) != 0 {
 		t.Errorf("quarantined instance still served by the replica Service: %v", addrs)
 	}
-	rows, err := db(t, addr, root).QueryContext(ctx, "SHOW SLAVE STATUS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	joined := rows.Next()
-	_ = rows.Close()
-	if joined {
+	if joined := showsReplication(ctx, t, db(t, addr, root)); joined {
 		t.Errorf("errant-1 was joined to replication")
 	}
-	st := mysqlctl(t, nil, "status", "errant")
+	st := mysqlctl(t, "status", "errant")
 	if !strings.Contains(st.stdout, "verdict\tdegraded: ") || !strings.Contains(st.stdout, "quarantined") {
 		t.Errorf("status: %q", st.stdout)
 	}
@@ -86,7 +81,7 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 func TestReplacedVolumeQuarantined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if res := mysqlctl(t, nil, "create", "vol", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+	if res := mysqlctl(t, "create", "vol", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "vol")
@@ -119,7 +114,7 @@ func TestReplacedVolumeQuarantined(t *testing.T) {
 		}
 		return nil
 	})
-	res := mysqlctl(t, nil, "reconcile", "vol", "--timeout", "3m")
+	res := mysqlctl(t, "reconcile", "vol", "--timeout", "3m")
 	if res.code != 0 {
 		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
 	}
@@ -138,3 +133,18 @@ func TestReplacedVolumeQuarantined(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// showsReplication reports whether SHOW SLAVE STATUS returns a row (replication configured).
+func showsReplication(ctx context.Context, t *testing.T, d *sql.DB) bool {
+	t.Helper()
+	rows, err := d.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	found := rows.Next()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}

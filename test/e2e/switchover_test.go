@@ -85,7 +85,7 @@ func (w *writer) maxGap() time.Duration {
 func TestSwitchoverUnderWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if res := mysqlctl(t, nil, "create", "sw", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+	if res := mysqlctl(t, "create", "sw", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "sw")
@@ -96,8 +96,10 @@ func TestSwitchoverUnderWrites(t *testing.T) {
 	}
 	// The application account has no READ ONLY ADMIN (MariaDB) or SUPER: read_only stops it, as
 	// it stops every real application account. root would write through a fence on MariaDB.
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.w (id INT PRIMARY KEY)",
-		"CREATE USER app@'%' IDENTIFIED BY 'app-pass'", "GRANT SELECT, INSERT, DELETE ON app.* TO app@'%'"} {
+	for _, q := range []string{
+		"CREATE DATABASE app", "CREATE TABLE app.w (id INT PRIMARY KEY)",
+		"CREATE USER app@'%' IDENTIFIED BY 'app-pass'", "GRANT SELECT, INSERT, DELETE ON app.* TO app@'%'",
+	} {
 		if _, err := db(t, addrs[0], root).ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +117,7 @@ func TestSwitchoverUnderWrites(t *testing.T) {
 		if target != "" {
 			args = append(args, "--to", target)
 		}
-		res := mysqlctl(t, nil, append(args, "--timeout", "90s")...)
+		res := mysqlctl(t, append(args, "--timeout", "90s")...)
 		if res.code != 0 {
 			stop()
 			wg.Wait()
@@ -194,7 +196,7 @@ func mustPodAddr(t *testing.T, ctx context.Context, pod string) string {
 func TestSecondActorIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if res := mysqlctl(t, nil, "create", "held", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
+	if res := mysqlctl(t, "create", "held", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "held")
@@ -203,7 +205,7 @@ func TestSecondActorIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := mysqlctl(t, nil, "switchover", "held")
+	res := mysqlctl(t, "switchover", "held")
 	lease.Release(ctx)
 	if res.code != 5 || !strings.Contains(res.stderr, "someone-else holds cluster held") {
 		t.Errorf("second actor: exit %d, stderr %q", res.code, res.stderr)
@@ -220,7 +222,7 @@ func TestSecondActorIsRefused(t *testing.T) {
 func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if res := mysqlctl(t, nil, "create", "swk", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
+	if res := mysqlctl(t, "create", "swk", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "swk")
@@ -238,7 +240,7 @@ func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
 		if c.Status.Operation == nil || c.Status.Operation.Stage != stage {
 			t.Fatalf("killed at %s, recorded %+v\n%s", stage, c.Status.Operation, out)
 		}
-		res := mysqlctl(t, nil, "resume", "swk", "--timeout", "2m")
+		res := mysqlctl(t, "resume", "swk", "--timeout", "2m")
 		if res.code != 0 {
 			t.Fatalf("resume after kill at %s: %d\n%s", stage, res.code, res.stderr)
 		}

@@ -1,6 +1,9 @@
 package gtid
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // FuzzParseMySQLSet checks that any input either fails with a *ParseError or
 // yields a set whose canonical text is a fixed point and whose algebra with
@@ -15,7 +18,7 @@ func FuzzParseMySQLSet(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		s, err := ParseMySQLSet(in)
 		if err != nil {
-			if _, ok := err.(*ParseError); !ok {
+			if pe := (*ParseError)(nil); !errors.As(err, &pe) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
 			_ = err.Error()
@@ -46,7 +49,7 @@ func FuzzParseMariaDBPos(f *testing.F) {
 		_, _ = ParseMariaDBGTID(in)
 		p, err := ParseMariaDBPos(in)
 		if err != nil {
-			if _, ok := err.(*ParseError); !ok {
+			if pe := (*ParseError)(nil); !errors.As(err, &pe) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
 			return

@@ -123,7 +123,8 @@ func TestMariaDBRelate(t *testing.T) {
 		{"behind from sequence 0", "0-1-0", "0-1-3", []Relation{Behind}, false, false, ""},
 		{
 			"mixed", "0-1-100,2-3-9,5-1-1", "0-1-100,1-1-1,2-4-9",
-			[]Relation{Same, Behind, Diverged, OnlyOurs}, false, false, "2-3-9,5-1-1",
+			[]Relation{Same, Behind, Diverged, OnlyOurs},
+			false, false, "2-3-9,5-1-1",
 		},
 	}
 	for _, tt := range tests {

@@ -322,7 +322,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -334,7 +334,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("mariadbd exited before answering: %v", s.waitErr)
+			return fmt.Errorf("mariadbd exited before answering: %w", s.waitErr)
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
@@ -440,11 +440,11 @@ func (s *Server) CatchUp(tb testing.TB, source *Server) {
 }
 
 func (s *Server) replicaErrors(tb testing.TB) string {
-	rows, err := s.DB(tb).Query("SHOW SLAVE STATUS")
+	rows, err := s.DB(tb).Query("SHOW SLAVE STATUS") //nolint:rowserrcheck // diagnostic text only: any error shows in the result
 	if err != nil {
 		return err.Error()
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	cols, _ := rows.Columns()
 	if !rows.Next() {
 		return "not a replica"
@@ -591,7 +591,7 @@ func buildTemplate() (string, error) {
 	if err != nil {
 		return dir, err
 	}
-	defer os.RemoveAll(sockDir)
+	defer func() { _ = os.RemoveAll(sockDir) }()
 	s := &Server{Name: "template", DataDir: dataDir, done: make(chan struct{}), logPath: filepath.Join(dataDir, "mariadbd.err")}
 	args := append(serverArgs(dataDir, sockDir), "--skip-networking", "--log-error="+s.logPath, "--skip-log-bin")
 	if err := s.spawn(args); err != nil {
@@ -611,7 +611,7 @@ func buildTemplate() (string, error) {
 		return dir, err
 	}
 	db := sql.OpenDB(connector)
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	var ready bool
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		if err := db.PingContext(ctx); err == nil {
@@ -620,7 +620,7 @@ func buildTemplate() (string, error) {
 		}
 		select {
 		case <-s.done:
-			return dir, fmt.Errorf("template server exited: %v\n%s", s.waitErr, s.logTail())
+			return dir, fmt.Errorf("template server exited: %w\n%s", s.waitErr, s.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -692,7 +692,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o660)
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func ApplyConfig(fs *pflag.FlagSet, path string, getenv func(string) string) err
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
 			var notFound viper.ConfigFileNotFoundError
-			if explicit || !(errors.As(err, &notFound) || errors.Is(err, os.ErrNotExist)) {
+			if explicit || (!errors.As(err, &notFound) && !errors.Is(err, os.ErrNotExist)) {
 				return fmt.Errorf("read config file %s: %w", path, err)
 			}
 		}
