@@ -185,32 +185,14 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 		if op.Type != OperationBootstrap && op.Type != OperationConverge {
 			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
 		}
-		if r.Progress != nil && op.Stage+op.Message != lastReported {
-			r.Progress(*op)
-			lastReported = op.Stage + op.Message
-		}
-		if r.BeforeStage != nil {
-			r.BeforeStage(ctx, op.Stage)
-		}
-		next, change, err := r.runStage(ctx, cluster, op.Stage)
-		var ny errNotYet
-		switch {
-		case errors.As(err, &ny):
-			if op.Message != ny.msg {
-				_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
-			}
-			if err := r.wait(ctx); err != nil {
-				return fmt.Errorf("bootstrap of %s waiting at stage %s (%s): %w", key, op.Stage, ny.msg, err)
+		next, advanced, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+			return r.runStage(ctx, cluster, op.Stage)
+		})
+		if err != nil || !advanced {
+			if err != nil {
+				return err
 			}
 			continue
-		case err != nil:
-			return fmt.Errorf("bootstrap of %s at stage %s: %w", key, op.Stage, err)
-		}
-		if err := r.persist(ctx, cluster, op, next, change); err != nil {
-			if errors.Is(err, errLostRace) {
-				continue
-			}
-			return err
 		}
 		if next == stageDone {
 			if r.Progress != nil {
@@ -222,6 +204,43 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			return ErrStopped
 		}
 	}
+}
+
+// step runs the recorded stage of op once: it reports progress, runs the stage, and persists
+// the successor stage with the stage's status change as a compare-and-swap. It reports whether
+// the operation advanced; a stage whose precondition does not hold yet records why, waits one
+// poll and does not advance, and so does a persist that lost a race (the caller re-reads).
+func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.MysqlCluster, op *v1.OperationStatus, lastReported *string,
+	run func() (string, func(*v1.MysqlClusterStatus), error),
+) (string, bool, error) {
+	if r.Progress != nil && op.Stage+op.Message != *lastReported {
+		r.Progress(*op)
+		*lastReported = op.Stage + op.Message
+	}
+	if r.BeforeStage != nil {
+		r.BeforeStage(ctx, op.Stage)
+	}
+	next, change, err := run()
+	var ny errNotYet
+	switch {
+	case errors.As(err, &ny):
+		if op.Message != ny.msg {
+			_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
+		}
+		if err := r.wait(ctx); err != nil {
+			return "", false, fmt.Errorf("%s of %s waiting at stage %s (%s): %w", op.Type, key, op.Stage, ny.msg, err)
+		}
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("%s of %s at stage %s: %w", op.Type, key, op.Stage, err)
+	}
+	if err := r.persist(ctx, cluster, op, next, change); err != nil {
+		if errors.Is(err, errLostRace) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return next, true, nil
 }
 
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {

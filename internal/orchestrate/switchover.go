@@ -97,31 +97,9 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
 		}
 		started = true
-		if r.Progress != nil && op.Stage+op.Message != lastReported {
-			r.Progress(*op)
-			lastReported = op.Stage + op.Message
-		}
-		if r.BeforeStage != nil {
-			r.BeforeStage(ctx, op.Stage)
-		}
-		next, change, err := r.switchoverStage(ctx, cluster, op, opts)
-		var ny errNotYet
-		switch {
-		case errors.As(err, &ny):
-			if op.Message != ny.msg {
-				_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
-			}
-			if err := r.wait(ctx); err != nil {
-				return fmt.Errorf("switchover of %s waiting at stage %s (%s): %w", key, op.Stage, ny.msg, err)
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("switchover of %s at stage %s: %w", key, op.Stage, err)
-		}
-		if err := r.persist(ctx, cluster, op, next, change); err != nil {
-			if errors.Is(err, errLostRace) {
-				continue
-			}
+		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+			return r.switchoverStage(ctx, cluster, op, opts)
+		}); err != nil {
 			return err
 		}
 	}
