@@ -143,7 +143,9 @@ func (l *Lease) take(ctx context.Context, now func() time.Time, first bool) erro
 		}
 		return fmt.Errorf("renew Lease %s: %w", l.key, err)
 	}
-	if sp.LeaseTransitions != nil {
+	// Only the acquisition sets the epoch: renewals run concurrently with readers of Epoch and
+	// never change the transition count (the holder stays the same).
+	if first && sp.LeaseTransitions != nil {
 		l.Epoch = *sp.LeaseTransitions
 	}
 	return nil
