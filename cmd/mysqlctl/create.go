@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -376,12 +377,9 @@ func (o *CreateOptions) printDryRun() error {
 // explainInvalid shows the API server's validation message (the CEL messages are written for
 // people) without the Go error wrapping around it.
 func explainInvalid(err error) error {
-	if apierrors.IsInvalid(err) {
-		var status apierrors.APIStatus
-		if s, ok := err.(apierrors.APIStatus); ok {
-			status = s
-			return fmt.Errorf("the API server refused the cluster: %s", status.Status().Message)
-		}
+	var status apierrors.APIStatus
+	if apierrors.IsInvalid(err) && errors.As(err, &status) {
+		return fmt.Errorf("the API server refused the cluster: %s", status.Status().Message)
 	}
 	return cmdutil.ExplainAPIError(err)
 }

@@ -375,34 +375,10 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 	if err != nil {
 		return "", nil, err
 	}
-	conns := map[string]*topology.Instance{}
-	defer func() {
-		for _, in := range conns {
-			_ = in.Close()
-		}
-	}()
-	connect := func(m instance) (*topology.Instance, error) {
-		if in, ok := conns[m.pod.Name]; ok {
-			return in, nil
-		}
-		in, err := r.Connect(ctx, m.pod, topology.Credentials{User: "root", Password: creds.root})
-		if err != nil {
-			return nil, err
-		}
-		conns[m.pod.Name] = in
-		return in, nil
-	}
-	observe := func(m instance) (topology.Snapshot, error) {
-		in, err := connect(m)
-		if err != nil {
-			return topology.Snapshot{}, err
-		}
-		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
-		if !s.Complete() {
-			return s, notYet("%s does not answer yet: %v", m.pod.Name, s.Err)
-		}
-		return s, nil
-	}
+	ss := r.openSessions(ctx, members, creds)
+	defer ss.close()
+	connect := func(m instance) (*topology.Instance, error) { return ss.connect(m.pod.Name) }
+	observe := func(m instance) (topology.Snapshot, error) { return ss.observe(m.pod.Name) }
 	primaryName := c.Status.CurrentPrimary
 	if primaryName == "" {
 		primaryName = c.Name + "-0"
@@ -699,6 +675,60 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 		}
 	}
 	return true, nil
+}
+
+// sessions holds one connection per instance for the length of a stage: every stage connects
+// afresh (the pods may have moved since the last one) and closes what it opened.
+type sessions struct {
+	r     *Runner
+	ctx   context.Context
+	creds credentials
+	pods  map[string]*corev1.Pod
+	conns map[string]*topology.Instance
+}
+
+func (r *Runner) openSessions(ctx context.Context, members []instance, creds credentials) *sessions {
+	ss := &sessions{r: r, ctx: ctx, creds: creds, pods: map[string]*corev1.Pod{}, conns: map[string]*topology.Instance{}}
+	for _, m := range members {
+		ss.pods[m.pod.Name] = m.pod
+	}
+	return ss
+}
+
+// connect returns the instance's connection as root, opening it on first use.
+func (ss *sessions) connect(name string) (*topology.Instance, error) {
+	if in, ok := ss.conns[name]; ok {
+		return in, nil
+	}
+	pod, ok := ss.pods[name]
+	if !ok {
+		return nil, fmt.Errorf("instance %s has no ready pod", name)
+	}
+	in, err := ss.r.Connect(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.root})
+	if err != nil {
+		return nil, err
+	}
+	ss.conns[name] = in
+	return in, nil
+}
+
+// observe takes a complete snapshot of the instance; an incomplete one means "not yet".
+func (ss *sessions) observe(name string) (topology.Snapshot, error) {
+	in, err := ss.connect(name)
+	if err != nil {
+		return topology.Snapshot{}, err
+	}
+	s := in.Observe(ss.ctx, topology.ObserveOptions{Now: ss.r.now, Secrets: []string{string(ss.creds.root)}})
+	if !s.Complete() {
+		return s, notYet("%s does not answer yet: %v", name, s.Err)
+	}
+	return s, nil
+}
+
+func (ss *sessions) close() {
+	for _, in := range ss.conns {
+		_ = in.Close()
+	}
 }
 
 func addErrant(s *v1.MysqlClusterStatus, e v1.ErrantInstance, now time.Time) {

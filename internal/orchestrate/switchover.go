@@ -144,38 +144,9 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 	for _, m := range members {
 		byName[m.pod.Name] = m
 	}
-	conns := map[string]*topology.Instance{}
-	defer func() {
-		for _, in := range conns {
-			_ = in.Close()
-		}
-	}()
-	connect := func(name string) (*topology.Instance, error) {
-		if in, ok := conns[name]; ok {
-			return in, nil
-		}
-		m, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("instance %s has no ready pod", name)
-		}
-		in, err := r.Connect(ctx, m.pod, topology.Credentials{User: "root", Password: creds.root})
-		if err != nil {
-			return nil, err
-		}
-		conns[name] = in
-		return in, nil
-	}
-	observe := func(name string) (topology.Snapshot, error) {
-		in, err := connect(name)
-		if err != nil {
-			return topology.Snapshot{}, err
-		}
-		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
-		if !s.Complete() {
-			return s, fmt.Errorf("%s cannot be observed: %w", name, s.Err)
-		}
-		return s, nil
-	}
+	ss := r.openSessions(ctx, members, creds)
+	defer ss.close()
+	connect, observe := ss.connect, ss.observe
 	ev := op.Evidence
 	if ev == nil {
 		ev = &v1.OperationEvidence{}
