@@ -14,6 +14,7 @@ var OwnedConfigKeys = []string{
 	"log_bin", "log_slave_updates", "log_replica_updates", "read_only", "super_read_only",
 	"bind_address", "port", "socket", "datadir", "relay_log", "report_host", "skip_slave_start",
 	"skip_replica_start", "binlog_format", "sync_binlog", "innodb_flush_log_at_trx_commit",
+	"slave_net_timeout", "replica_net_timeout",
 }
 
 // OwnedConfigPrefix is the prefix of the semi-sync options mysqlctl owns.

@@ -114,6 +114,10 @@ type MysqlClusterStatus struct {
 	// joined replication. Election judges errant transactions against it; entries are never rewritten.
 	// +optional
 	GTIDBootstrap []GTIDBootstrapRecord `json:"gtidBootstrap,omitempty"`
+	// KnownPrimaries are the identities (MySQL server_uuid, MariaDB "server_id:N") of every
+	// instance that has been primary: their transactions are never errant.
+	// +optional
+	KnownPrimaries []string `json:"knownPrimaries,omitempty"`
 	// HA is the supervisor's view of the primary's health.
 	// +optional
 	HA *HAStatus `json:"ha,omitempty"`
@@ -277,6 +281,16 @@ type OperationEvidence struct {
 	// Forced records the reason a person gave for --force, when used.
 	// +optional
 	Forced string `json:"forced,omitempty"`
+	// PrimaryVerdict is what detection concluded about the old primary (Dead, ReadOnly, Unreachable).
+	// +optional
+	PrimaryVerdict string `json:"primaryVerdict,omitempty"`
+	// Detection lists the observations the verdict was drawn from.
+	// +optional
+	Detection []string `json:"detection,omitempty"`
+	// TransactionsMissing counts the fenced primary's transactions the candidate had not applied
+	// when the catch-up bound ran out (failover of a reachable primary only).
+	// +optional
+	TransactionsMissing int64 `json:"transactionsMissing,omitempty"`
 }
 
 // OperationRecord is a finished operation.

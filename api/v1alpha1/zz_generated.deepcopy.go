@@ -240,6 +240,11 @@ func (in *MysqlClusterStatus) DeepCopyInto(out *MysqlClusterStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.KnownPrimaries != nil {
+		in, out := &in.KnownPrimaries, &out.KnownPrimaries
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.HA != nil {
 		in, out := &in.HA, &out.HA
 		*out = new(HAStatus)
@@ -286,6 +291,11 @@ func (in *OperationEvidence) DeepCopyInto(out *OperationEvidence) {
 	*out = *in
 	if in.Rejected != nil {
 		in, out := &in.Rejected, &out.Rejected
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.Detection != nil {
+		in, out := &in.Detection, &out.Detection
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}

@@ -28,8 +28,8 @@ func NewCmdResume(f *cmdutil.Factory, runF func(*ResumeOptions) error) *cobra.Co
 		Use:   "resume NAME",
 		Short: "Continue the operation recorded in a cluster's status",
 		Long: `Resume continues the operation an interrupted command left in the cluster's status (a killed
-laptop, a cancelled CI job) from exactly its recorded stage: a bootstrap, a converge or a
-switchover. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
+laptop, a cancelled CI job) from exactly its recorded stage: a bootstrap, a converge, a
+switchover or a failover. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
 actor stops renewing); an actor that is still alive is refused with exit code 5.`,
 		Example: example(f,
 			"# Continue whatever was interrupted",
@@ -68,6 +68,9 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 		return runBootstrap(ctx, o.f, key, o.Dialer, o.Timeout, true)
 	case orchestrate.OperationSwitchover:
 		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer}).Run(ctx)
+	case orchestrate.OperationFailover:
+		// --force and its reason are in the recorded evidence: the resumed stages honour them.
+		return (&FailoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Plan: planFlags{Output: "text"}}).Run(ctx)
 	}
 	return fmt.Errorf("this mysqlctl cannot resume a %q operation (recorded by a newer version?)", op.Type)
 }

@@ -133,7 +133,9 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdReconcile(f, nil),
 		NewCmdStatus(f, nil),
 		NewCmdSwitchover(f, nil),
+		NewCmdFailover(f, nil),
 		NewCmdResume(f, nil),
+		NewCmdAbort(f, nil),
 	)
 	return root
 }

@@ -23,6 +23,7 @@ type SwitchoverOptions struct {
 	Timeout        time.Duration
 	CatchUpTimeout time.Duration
 	Dialer         string
+	Plan           planFlags
 }
 
 // NewCmdSwitchover moves the primary role in a planned way.
@@ -52,12 +53,17 @@ interrupted switchover continues with 'resume NAME'.`,
 			"# Hand the primary role to demo-1",
 			"%[1]s switchover demo --to demo-1",
 			"# Let mysqlctl choose the best replica",
-			"%[1]s switchover demo"),
+			"%[1]s switchover demo",
+			"# Show which replica would be chosen, and why, without changing anything",
+			"%[1]s switchover demo --dry-run"),
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
 			if o.Timeout <= 0 || o.CatchUpTimeout <= 0 {
 				return cmdutil.FlagErrorf("--timeout and --catch-up-timeout must be positive")
+			}
+			if err := o.Plan.validate(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(o)
@@ -69,6 +75,7 @@ interrupted switchover continues with 'resume NAME'.`,
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long the whole switchover may take")
 	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long the fenced primary waits for the target to catch up before the switchover is undone")
 	addDialerFlag(cmd, &o.Dialer)
+	addPlanFlags(cmd, &o.Plan)
 	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
 	return cmd
 }
@@ -82,9 +89,20 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	key := client.ObjectKeyFromObject(cluster)
+	opts := orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout}
+	if o.Plan.DryRun {
+		p, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
+			return r.PlanSwitchover(ctx, key, opts)
+		})
+		if err != nil {
+			return err
+		}
+		return printPlan(o.f.IOStreams.Out, o.Plan.Output, p)
+	}
 	start := time.Now()
 	err = withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
-		return r.Switchover(ctx, client.ObjectKeyFromObject(cluster), orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout})
+		return r.Switchover(ctx, key, opts)
 	})
 	if err != nil {
 		return err
@@ -93,11 +111,7 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msg := "switchover finished"
-	if len(after.Status.History) > 0 && after.Status.History[0].Type == orchestrate.OperationSwitchover {
-		msg = after.Status.History[0].Message
-	}
-	fmt.Fprintf(o.f.IOStreams.Out, "%s (%s)\n", msg, time.Since(start).Round(time.Millisecond))
+	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationSwitchover, time.Since(start))
 	return nil
 }
 

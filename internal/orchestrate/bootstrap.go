@@ -108,6 +108,11 @@ func (r *Runner) wait(ctx context.Context) error {
 	if d == 0 {
 		d = 500 * time.Millisecond
 	}
+	return r.sleep(ctx, d)
+}
+
+// sleep pauses for d through the Wait hook, returning early with ctx's error.
+func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 	if r.Wait != nil {
 		return r.Wait(ctx, d)
 	}
@@ -503,8 +508,26 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			if err != nil {
 				return "", nil, err
 			}
-			if ok, why := historyContained(ps, s); !ok {
-				errant = append(errant, v1.ErrantInstance{Name: m.pod.Name, Reason: "holds transactions the primary does not have: " + why, ErrantGTIDs: executed(s)})
+			if !s.ReadOnly {
+				// A former primary that came back without restarting (a frozen or partitioned
+				// one) still takes writes: it is put read-only before anything else.
+				in, err := connect(m)
+				if err != nil {
+					return "", nil, err
+				}
+				if err := in.Fence(ctx); err != nil {
+					return "", nil, err
+				}
+				if _, err := in.KillClientConnections(ctx, ReplicationUser); err != nil {
+					return "", nil, err
+				}
+				if s, err = observe(m); err != nil {
+					return "", nil, err
+				}
+			}
+			if e, ok := divergence(ps, s); !ok {
+				e.Name = m.pod.Name
+				errant = append(errant, e)
 				continue
 			}
 			in, err := connect(m)
@@ -512,21 +535,16 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 				return "", nil, err
 			}
 			joined := s.Replica != nil && s.Replica.SourceHost == primary.pod.Status.PodIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning
-			semiSyncOn := s.SemiSync.ReplicaEnabled
-			if joined && (semiSyncOn || !c.Spec.SemiSync.SemiSyncEnabled()) {
-				continue // already joined (a resumed run)
-			}
-			if !joined {
-				if err := in.Repoint(ctx, topology.SourceSpec{
-					Host: primary.pod.Status.PodIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
-					ConnectRetry: time.Second,
-				}); err != nil {
+			switch {
+			case !joined:
+				// A returning former primary resumes from its own binlog; its history was just
+				// proven an ancestor of the primary's.
+				if err := r.joinReplica(ctx, c, in, s, primary.pod.Status.PodIP, creds); err != nil {
 					return "", nil, err
 				}
-			}
-			// After the source is set: enabling the replica side restarts the IO thread so
-			// that it connects as a semi-sync replica and acknowledges commits.
-			if c.Spec.SemiSync.SemiSyncEnabled() {
+			case c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled:
+				// Enabling the replica side restarts the IO thread so that it connects as a
+				// semi-sync replica and acknowledges commits.
 				if err := in.EnableSemiSyncReplica(ctx); err != nil {
 					return "", nil, err
 				}
@@ -778,20 +796,6 @@ func executed(s topology.Snapshot) string {
 		return s.GTID.CurrentPos.String()
 	}
 	return s.GTID.Executed.String()
-}
-
-// historyContained reports whether the replica's executed history is contained in the primary's.
-func historyContained(primary, replica topology.Snapshot) (bool, string) {
-	if replica.Flavor.IsMariaDB() {
-		if primary.GTID.CurrentPos.Contains(replica.GTID.CurrentPos) {
-			return true, ""
-		}
-		return false, fmt.Sprintf("replica at %s, primary at %s", replica.GTID.CurrentPos, primary.GTID.CurrentPos)
-	}
-	if primary.GTID.Executed.Contains(replica.GTID.Executed) {
-		return true, ""
-	}
-	return false, "extra GTIDs " + replica.GTID.Executed.Subtract(primary.GTID.Executed).String()
 }
 
 func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps map[string]topology.Snapshot, primary string) []v1.InstanceStatus {

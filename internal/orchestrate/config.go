@@ -44,6 +44,16 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 	w("sync_binlog", "1")
 	w("innodb_flush_log_at_trx_commit", "1")
 	w("read_only", "ON")
+	// Replicas must notice a frozen or partitioned primary quickly: detection asks them to
+	// agree that the primary is gone before it is declared dead. The heartbeat defaults to
+	// half of this.
+	switch flavor {
+	case v1.FlavorMariaDB:
+		w("slave_net_timeout", "4")
+	default:
+		w("loose_replica_net_timeout", "4")
+		w("loose_slave_net_timeout", "4")
+	}
 	switch flavor {
 	case v1.FlavorMariaDB:
 		w("log_slave_updates", "ON")

@@ -47,18 +47,22 @@ type SwitchoverOptions struct {
 	MaxLag time.Duration
 }
 
+func (o *SwitchoverOptions) defaults() {
+	if o.CatchUpTimeout == 0 {
+		o.CatchUpTimeout = 30 * time.Second
+	}
+	if o.MaxLag == 0 {
+		o.MaxLag = 10 * time.Second
+	}
+}
+
 // ErrRolledBack means the switchover was undone: the old primary is writable again.
 var ErrRolledBack = errors.New("switchover rolled back")
 
 // Switchover moves the primary role to another replica with zero data loss, or resumes the
 // switchover recorded in the cluster's status at its recorded stage.
 func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts SwitchoverOptions) error {
-	if opts.CatchUpTimeout == 0 {
-		opts.CatchUpTimeout = 30 * time.Second
-	}
-	if opts.MaxLag == 0 {
-		opts.MaxLag = 10 * time.Second
-	}
+	opts.defaults()
 	started := false
 	lastReported := ""
 	for {
@@ -161,110 +165,29 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 
 	switch op.Stage {
 	case StageValidating:
-		type cand struct {
-			name string
-			snap topology.Snapshot
-		}
-		var ok, healthy []cand
-		var rejected []string
-		for _, m := range members {
-			name := m.pod.Name
-			if name == old {
-				continue
-			}
-			if quarantined(c, name) {
-				rejected = append(rejected, name+": quarantined")
-				continue
-			}
-			s, err := observe(name)
-			switch {
-			case err != nil:
-				rejected = append(rejected, name+": "+err.Error())
-			case s.Replica == nil || s.Replica.SourceHost != byName[old].pod.Status.PodIP:
-				rejected = append(rejected, name+": does not replicate from the primary")
-			case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
-				rejected = append(rejected, name+": replication threads not running")
-			case s.Replica.SecondsBehind == nil:
-				rejected = append(rejected, name+": lag unknown")
-			case time.Duration(*s.Replica.SecondsBehind)*time.Second > opts.MaxLag:
-				rejected = append(rejected, fmt.Sprintf("%s: %ds behind (bound %s)", name, *s.Replica.SecondsBehind, opts.MaxLag))
-			default:
-				healthy = append(healthy, cand{name, s})
-			}
-		}
-		// The primary is observed after the replicas: under writes a replica observed later
-		// could be ahead of an earlier primary snapshot and look errant when it is not.
-		ps, err := observe(old)
+		e, refusal, err := switchoverCandidate(c, members, byName, observe, old, opts)
 		if err != nil {
 			return "", nil, err
 		}
-		for _, x := range healthy {
-			if contained, why := historyContained(ps, x.snap); !contained {
-				rejected = append(rejected, x.name+": errant: "+why)
-				continue
-			}
-			ok = append(ok, x)
+		if refusal != "" {
+			return "", nil, r.failSwitchover(ctx, c, op, refusal)
 		}
-		var chosen cand
-		reason := ""
-		if opts.To != "" {
-			for _, x := range ok {
-				if x.name == opts.To {
-					chosen, reason = x, "requested with --to; healthy, replicating from the primary, within the lag bound"
-				}
-			}
-			if chosen.name == "" {
-				return "", nil, r.failSwitchover(ctx, c, op, fmt.Sprintf("requested target %s is not a safe candidate: %s", opts.To, strings.Join(rejected, "; ")))
-			}
-		} else {
-			if len(ok) == 0 {
-				return "", nil, r.failSwitchover(ctx, c, op, "no safe candidate: "+strings.Join(rejected, "; "))
-			}
-			// The most advanced candidate needs the shortest catch-up; ties go to the lowest ordinal.
-			sort.SliceStable(ok, func(i, j int) bool { return gtidCount(ok[i].snap) > gtidCount(ok[j].snap) })
-			chosen, reason = ok[0], "most advanced healthy replica within the lag bound"
-			for _, x := range ok[1:] {
-				rejected = append(rejected, x.name+": less advanced or later in order")
-			}
-		}
-		return StageFencing, func(s *v1.MysqlClusterStatus) {
-			s.Operation.Evidence = &v1.OperationEvidence{
-				FencedPrimary: old, FenceState: v1.FencePending, Candidate: chosen.name,
-				CandidateGTIDSet: executed(chosen.snap), CandidateReason: reason, Rejected: rejected,
-			}
-		}, nil
+		r.event(ctx, c, false, "CandidateChosen", fmt.Sprintf("%s chosen: %s; rejected: %s", e.Candidate, e.CandidateReason, strings.Join(e.Rejected, "; ")))
+		return StageFencing, func(s *v1.MysqlClusterStatus) { s.Operation.Evidence = e }, nil
 
 	case StageFencing:
 		in, err := connect(old)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := in.Fence(ctx); err != nil {
-			return "", nil, err
-		}
-		killed, err := in.KillClientConnections(ctx, ReplicationUser)
+		fenced, method, err := fenceOverSQL(ctx, in, ss, old)
 		if err != nil {
 			return "", nil, err
 		}
-		fs, err := in.VerifyFence(ctx, ReplicationUser)
-		if err != nil {
-			return "", nil, err
-		}
-		if !fs.Verified {
-			return "", nil, notYet("fence of %s not verified yet: %s", old, strings.Join(fs.Evidence, "; "))
-		}
-		ps, err := observe(old)
-		if err != nil {
-			return "", nil, err
-		}
-		method := "read_only=ON and client connections killed"
-		if ps.Flavor.IsMySQL() {
-			method = "super_read_only=ON and client connections killed"
-		}
-		fenced := executed(ps)
+		r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
 		return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
 			e := s.Operation.Evidence
-			e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, fmt.Sprintf("%s (%d killed)", method, len(killed)), fenced
+			e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
 		}, nil
 
 	case StageWaitingForCandidate:
@@ -293,22 +216,7 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		if err != nil {
 			return "", nil, err
 		}
-		if err := in.StopReplica(ctx); err != nil {
-			return "", nil, err
-		}
-		if err := in.ResetReplication(ctx); err != nil {
-			return "", nil, err
-		}
-		if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 {
-			spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
-			if c.Spec.SemiSync.Timeout != nil {
-				spec.Timeout = c.Spec.SemiSync.Timeout.Duration
-			}
-			if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
-				return "", nil, err
-			}
-		}
-		if err := in.MakeWritable(ctx); err != nil {
+		if err := r.promote(ctx, c, in, len(members)-1); err != nil {
 			return "", nil, err
 		}
 		return StageMovingPrimary, nil, nil
@@ -340,21 +248,8 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 			if s.Replica != nil && s.Replica.SourceHost == newIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
 				continue
 			}
-			if name == old {
-				if err := in.DisableSemiSyncSource(ctx); err != nil {
-					return "", nil, err
-				}
-			}
-			if err := in.Repoint(ctx, topology.SourceSpec{
-				Host: newIP, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
-				ConnectRetry: time.Second, ResumeFromBinlog: name == old,
-			}); err != nil {
+			if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
 				return "", nil, err
-			}
-			if c.Spec.SemiSync.SemiSyncEnabled() {
-				if err := in.EnableSemiSyncReplica(ctx); err != nil {
-					return "", nil, err
-				}
 			}
 		}
 		return StageVerifying, nil, nil
@@ -399,6 +294,10 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		lost := missing(ns, ev.FencedGTIDSet)
 		dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
 		msg := fmt.Sprintf("primary moved from %s to %s in %s; every transaction of the fenced primary is on the new one", old, ev.Candidate, dur)
+		if lost != 0 {
+			msg = fmt.Sprintf("primary moved from %s to %s in %s; %d transaction(s) of the fenced primary are NOT on the new one", old, ev.Candidate, dur, lost)
+		}
+		r.event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
 		return "", func(s *v1.MysqlClusterStatus) {
 			for i := range s.Instances {
 				switch s.Instances[i].Name {
@@ -414,6 +313,81 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 	return "", nil, fmt.Errorf("unknown switchover stage %q recorded in status", op.Stage)
 }
 
+// switchoverCandidate validates the replicas and chooses the new primary. It returns the
+// evidence to record, or the reason no replica is a safe target.
+func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[string]instance, observe func(string) (topology.Snapshot, error), old string, opts SwitchoverOptions) (*v1.OperationEvidence, string, error) {
+	type cand struct {
+		name string
+		snap topology.Snapshot
+	}
+	var ok, healthy []cand
+	var rejected []string
+	for _, m := range members {
+		name := m.pod.Name
+		if name == old {
+			continue
+		}
+		if quarantined(c, name) {
+			rejected = append(rejected, name+": quarantined")
+			continue
+		}
+		s, err := observe(name)
+		switch {
+		case err != nil:
+			rejected = append(rejected, name+": "+err.Error())
+		case s.Replica == nil || s.Replica.SourceHost != byName[old].pod.Status.PodIP:
+			rejected = append(rejected, name+": does not replicate from the primary")
+		case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
+			rejected = append(rejected, name+": replication threads not running")
+		case s.Replica.SecondsBehind == nil:
+			rejected = append(rejected, name+": lag unknown")
+		case time.Duration(*s.Replica.SecondsBehind)*time.Second > opts.MaxLag:
+			rejected = append(rejected, fmt.Sprintf("%s: %ds behind (bound %s)", name, *s.Replica.SecondsBehind, opts.MaxLag))
+		default:
+			healthy = append(healthy, cand{name, s})
+		}
+	}
+	// The primary is observed after the replicas: under writes a replica observed later
+	// could be ahead of an earlier primary snapshot and look errant when it is not.
+	ps, err := observe(old)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, x := range healthy {
+		if e, contained := divergence(ps, x.snap); !contained {
+			rejected = append(rejected, fmt.Sprintf("%s: errant: %s %s", x.name, e.Reason, e.ErrantGTIDs))
+			continue
+		}
+		ok = append(ok, x)
+	}
+	var chosen cand
+	reason := ""
+	if opts.To != "" {
+		for _, x := range ok {
+			if x.name == opts.To {
+				chosen, reason = x, "requested with --to; healthy, replicating from the primary, within the lag bound"
+			}
+		}
+		if chosen.name == "" {
+			return nil, fmt.Sprintf("requested target %s is not a safe candidate: %s", opts.To, strings.Join(rejected, "; ")), nil
+		}
+	} else {
+		if len(ok) == 0 {
+			return nil, "no safe candidate: " + strings.Join(rejected, "; "), nil
+		}
+		// The most advanced candidate needs the shortest catch-up; ties go to the lowest ordinal.
+		sort.SliceStable(ok, func(i, j int) bool { return gtidCount(ok[i].snap) > gtidCount(ok[j].snap) })
+		chosen, reason = ok[0], "most advanced healthy replica within the lag bound"
+		for _, x := range ok[1:] {
+			rejected = append(rejected, x.name+": less advanced or later in order")
+		}
+	}
+	return &v1.OperationEvidence{
+		FencedPrimary: old, FenceState: v1.FencePending, Candidate: chosen.name,
+		CandidateGTIDSet: executed(chosen.snap), CandidateReason: reason, Rejected: rejected,
+	}, "", nil
+}
+
 // failSwitchover ends the operation as Failed with the reason, and returns the error to report.
 func (r *Runner) failSwitchover(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string) error {
 	now := r.now()
@@ -421,6 +395,7 @@ func (r *Runner) failSwitchover(ctx context.Context, c *v1.MysqlCluster, op *v1.
 	if err != nil {
 		return err
 	}
+	r.event(ctx, c, true, "SwitchoverFailed", reason)
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 

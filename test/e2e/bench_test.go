@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -15,7 +17,10 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/test/rig"
 )
+
+const rigKill = rig.Kill
 
 // BenchmarkCreateToRunning measures `create --wait` of a 3-instance cluster on the rig, from
 // the command's start to the cluster proven Running (pods start one after another).
@@ -87,4 +92,105 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(reads.Load())/float64(b.N), "api-reads/op")
 	b.ReportMetric(float64(writes.Load())/float64(b.N), "api-writes/op")
+}
+
+// haRuns is how many switchovers or failovers one benchmark op measures (p50/p95 need ≥ 10).
+const haRuns = 10
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// lostAcked counts the acknowledged writes the primary does not hold.
+func lostAcked(t *testing.T, ctx context.Context, primary, root string, acked []int) int {
+	d := db(t, mustPodAddr(t, ctx, primary), root)
+	lost := 0
+	for _, id := range acked {
+		var n int
+		if err := d.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = ?", id).Scan(&n); err != nil || n != 1 {
+			lost++
+		}
+	}
+	return lost
+}
+
+// BenchmarkSwitchoverUnavailability measures, over haRuns switchovers of a 3-instance cluster
+// under a continuous writer (application account, through the primary Service), the longest
+// gap between two acknowledged writes, and the acknowledged writes lost (expected 0).
+func BenchmarkSwitchoverUnavailability(b *testing.B) {
+	t := &testing.T{}
+	ctx := context.Background()
+	root := appClusterB(b, t, ctx, "benchsw")
+	defer deleteCluster(t, "benchsw")
+	for i := 0; i < b.N; i++ {
+		var gaps []time.Duration
+		lost := 0
+		for run := 0; run < haRuns; run++ {
+			w, stop := startWriter(ctx, "benchsw")
+			time.Sleep(time.Second)
+			res := mysqlctl(t, "switchover", "benchsw", "--timeout", "2m")
+			time.Sleep(time.Second)
+			stop()
+			if res.code != 0 {
+				b.Fatalf("switchover: %d %s", res.code, res.stderr)
+			}
+			gaps = append(gaps, w.maxGap())
+			lost += lostAcked(t, ctx, getCluster(t, ctx, "benchsw").Status.CurrentPrimary, root, w.acked)
+		}
+		b.ReportMetric(float64(percentile(gaps, 0.5).Milliseconds()), "p50-unavailable-ms")
+		b.ReportMetric(float64(percentile(gaps, 0.95).Milliseconds()), "p95-unavailable-ms")
+		b.ReportMetric(float64(lost), "acked-lost")
+		b.Logf("switchover write gaps: %v", gaps)
+	}
+}
+
+// BenchmarkFailoverOutage measures, over haRuns failovers of a 3-instance cluster under a
+// continuous writer, the outage from kill -9 of the primary to the first write acknowledged
+// through the primary Service (whose EndpointSlices name the new primary by then), with
+// `failover` run right after the kill, and the acknowledged writes lost (expected 0).
+func BenchmarkFailoverOutage(b *testing.B) {
+	t := &testing.T{}
+	ctx := context.Background()
+	root := appClusterB(b, t, ctx, "benchfo")
+	defer deleteCluster(t, "benchfo")
+	for i := 0; i < b.N; i++ {
+		var outages []time.Duration
+		lost := 0
+		for run := 0; run < haRuns; run++ {
+			w, stop := startWriter(ctx, "benchfo")
+			time.Sleep(time.Second)
+			primary := getCluster(t, ctx, "benchfo").Status.CurrentPrimary
+			killed := time.Now()
+			if err := r.Inject(rigKill, "default", primary); err != nil {
+				b.Fatal(err)
+			}
+			res := mysqlctl(t, "failover", "benchfo", "--timeout", "2m")
+			time.Sleep(time.Second)
+			stop()
+			if res.code != 0 {
+				b.Fatalf("failover: %d %s", res.code, res.stderr)
+			}
+			first, ok := w.firstAckAfter(killed)
+			if !ok {
+				b.Fatalf("no write acknowledged after the failover:\n%s", res.stderr)
+			}
+			outages = append(outages, first.Sub(killed))
+			lost += lostAcked(t, ctx, getCluster(t, ctx, "benchfo").Status.CurrentPrimary, root, w.acked)
+		}
+		b.ReportMetric(float64(percentile(outages, 0.5).Milliseconds()), "p50-outage-ms")
+		b.ReportMetric(float64(percentile(outages, 0.95).Milliseconds()), "p95-outage-ms")
+		b.ReportMetric(float64(lost), "acked-lost")
+		b.Logf("failover outages: %v", outages)
+	}
+}
+
+func appClusterB(b *testing.B, t *testing.T, ctx context.Context, name string) string {
+	root := appCluster(t, ctx, name, 3)
+	if t.Failed() {
+		b.Fatal("cluster setup failed")
+	}
+	return root
 }

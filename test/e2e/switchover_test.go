@@ -21,11 +21,15 @@ import (
 // endpoint after every failure like a reconnecting application, and records every commit the
 // server acknowledged.
 type writer struct {
-	mu     sync.Mutex
-	acked  []int
-	gaps   []time.Duration
-	last   time.Time
-	errors int
+	mu    sync.Mutex
+	acked []int
+	// ackTimes are when each acknowledged write returned.
+	ackTimes []time.Time
+	gaps     []time.Duration
+	last     time.Time
+	errors   int
+	// lastErr is the last failed attempt's error.
+	lastErr string
 }
 
 func (w *writer) run(ctx context.Context, service, password string) {
@@ -51,6 +55,7 @@ func (w *writer) run(ctx context.Context, service, password string) {
 		if err != nil {
 			w.mu.Lock()
 			w.errors++
+			w.lastErr = err.Error()
 			w.mu.Unlock()
 			_ = conn.Close()
 			conn = nil
@@ -64,9 +69,17 @@ func (w *writer) run(ctx context.Context, service, password string) {
 		}
 		w.last = now
 		w.acked = append(w.acked, id)
+		w.ackTimes = append(w.ackTimes, now)
 		w.mu.Unlock()
 		id++
 	}
+}
+
+// failures returns the failed attempts and the last error.
+func (w *writer) failures() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errors, w.lastErr
 }
 
 func (w *writer) maxGap() time.Duration {

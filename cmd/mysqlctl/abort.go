@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// AbortOptions holds the abort command's flags.
+type AbortOptions struct {
+	f *cmdutil.Factory
+
+	Name    string
+	Timeout time.Duration
+	Dialer  string
+}
+
+// NewCmdAbort rolls back the operation recorded in a cluster's status.
+func NewCmdAbort(f *cmdutil.Factory, runF func(*AbortOptions) error) *cobra.Command {
+	o := &AbortOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "abort NAME",
+		Short: "Roll back the switchover or failover recorded in a cluster's status",
+		Long: `Abort rolls back an interrupted or stuck operation where a rollback is defined, and records it
+in the history as Aborted:
+
+  switchover, before Promoting   the old primary is made writable again
+  failover, before Promoting     the replicas' receivers are restarted and the old primary is put
+                                 back in the primary Service; the cluster stays Degraded
+
+Once a candidate has been promoted it may have taken writes, so nothing can be rolled back: abort
+refuses with exit code 4 and 'resume NAME' finishes the operation. Bootstrap and converge have no
+rollback either. Abort takes the cluster's lease like any other change (exit code 5 if another
+actor holds it).`,
+		Example: example(f,
+			"# Undo a switchover stuck waiting for its target",
+			"%[1]s abort demo"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "How long the rollback may take")
+	addDialerFlag(cmd, &o.Dialer)
+	return cmd
+}
+
+// Run rolls the recorded operation back under the cluster's lease.
+func (o *AbortOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	return withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+		msg, err := r.Abort(ctx, client.ObjectKeyFromObject(cluster))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(o.f.IOStreams.Out, msg)
+		return nil
+	})
+}

@@ -1,0 +1,377 @@
+package failover
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+// Check is one health check of the primary.
+type Check struct {
+	// PodUID is the pod incarnation checked; suspicion only accumulates across checks of the
+	// same incarnation (a recreated pod starts afresh).
+	PodUID string
+	// PodState describes the pod object when it is not running: "absent", "terminating",
+	// "phase Failed", …; empty when the pod object says it runs.
+	PodState string
+	// Reachable is true when the server answered the check.
+	Reachable bool
+	// Writable is true when it answered with read_only (and super_read_only) OFF.
+	Writable bool
+	// Detail says why the check failed (already free of secrets).
+	Detail string
+}
+
+// Verdict is what Judge concludes about the primary.
+type Verdict string
+
+// Verdicts.
+const (
+	// Alive: the primary answers and takes writes. A failover is refused.
+	Alive Verdict = "Alive"
+	// ReadOnly: the primary answers but is read-only, as a restarted server is. It can be
+	// fenced over SQL, so a failover may proceed.
+	ReadOnly Verdict = "ReadOnly"
+	// Dead: unreachable for the threshold of consecutive checks and every reachable replica lost it.
+	Dead Verdict = "Dead"
+	// Unreachable: the checks failed, but the evidence is not enough to call it dead.
+	Unreachable Verdict = "Unreachable"
+)
+
+// Judgement is Judge's verdict with the observations behind it.
+type Judgement struct {
+	Verdict  Verdict
+	Reason   string
+	Evidence []string
+}
+
+// Member is a reachable instance other than the primary.
+type Member struct {
+	// Name is the pod name.
+	Name string
+	// Ordinal orders ties.
+	Ordinal int32
+	// Snapshot is a complete observation.
+	Snapshot topology.Snapshot
+	// Quarantined instances are never candidates and never corroborate.
+	Quarantined bool
+	// LastKnownLag is the lag recorded before the primary failed, used when the server no
+	// longer reports one (its receiver is disconnected).
+	LastKnownLag *int64
+}
+
+// Judge decides whether the primary is dead from the checks (oldest first), the primary's
+// address as replicas know it, and the reachable members. threshold is the number of
+// consecutive failed checks of one pod incarnation required.
+func Judge(primary, primaryAddr string, checks []Check, threshold int, members []Member) Judgement {
+	if len(checks) == 0 {
+		return Judgement{Verdict: Unreachable, Reason: "the primary " + primary + " was not checked"}
+	}
+	last := checks[len(checks)-1]
+	var ev []string
+	if last.Reachable {
+		if last.Writable {
+			return Judgement{Verdict: Alive, Reason: "the primary " + primary + " answers and is writable: it is not dead (use switchover for a planned change)",
+				Evidence: []string{primary + " answered and is writable"}}
+		}
+		return Judgement{Verdict: ReadOnly, Reason: "the primary " + primary + " answers but is read-only (it restarted); it can be fenced over SQL",
+			Evidence: []string{primary + " answered with read_only=ON"}}
+	}
+	failed := 0
+	for i := len(checks) - 1; i >= 0; i-- {
+		c := checks[i]
+		if c.Reachable || c.PodUID != last.PodUID {
+			break
+		}
+		failed++
+	}
+	what := last.Detail
+	if last.PodState != "" {
+		what = "pod " + last.PodState
+		if last.Detail != "" {
+			what += "; " + last.Detail
+		}
+	}
+	ev = append(ev, fmt.Sprintf("%s failed %d consecutive check(s) of pod uid %s (threshold %d): %s", primary, failed, last.PodUID, threshold, what))
+	var agree, disagree []string
+	for _, m := range members {
+		if m.Quarantined {
+			continue
+		}
+		r := m.Snapshot.Replica
+		switch {
+		case r == nil:
+			ev = append(ev, m.Name+" has no replication configured")
+		case r.SourceHost != primaryAddr:
+			ev = append(ev, fmt.Sprintf("%s replicates from %s, not from the primary's address %s", m.Name, r.SourceHost, primaryAddr))
+		case r.IOThread == topology.ThreadRunning:
+			disagree = append(disagree, m.Name)
+			ev = append(ev, m.Name+" still receives from the primary (IO thread running)")
+		default:
+			agree = append(agree, m.Name)
+			detail := strings.TrimSpace(r.LastIOError)
+			if detail == "" {
+				detail = "no error recorded yet"
+			}
+			ev = append(ev, fmt.Sprintf("%s lost the primary: IO thread %s (%s)", m.Name, r.IOThread, detail))
+		}
+	}
+	switch {
+	case failed < threshold:
+		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s failed %d of the %d consecutive checks required", primary, failed, threshold), Evidence: ev}
+	case len(disagree) > 0:
+		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s is unreachable from here but %s still receive(s) from it: unreachable is not dead", primary, strings.Join(disagree, ", ")), Evidence: ev}
+	case len(agree) == 0:
+		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s is unreachable and no replica can corroborate that it is dead", primary), Evidence: ev}
+	}
+	return Judgement{Verdict: Dead, Reason: fmt.Sprintf("the primary %s failed %d consecutive checks and every reachable replica (%s) lost it", primary, failed, strings.Join(agree, ", ")), Evidence: ev}
+}
+
+// ElectInput is what Elect looks at.
+type ElectInput struct {
+	// Members are the reachable instances other than the old primary.
+	Members []Member
+	// Missing are instances other than the old primary that could not be observed: they may
+	// hold acknowledged transactions, so no candidate can be proven complete while one is missing.
+	Missing []string
+	// History is the known primaries and bootstrap provenance, for the errant check.
+	History topology.History
+	// MaxLag is the largest known lag a candidate may have (0: no bound).
+	MaxLag time.Duration
+	// Requested is the instance a person asked for (--to); empty lets Elect choose.
+	Requested string
+	// Force picks a candidate even when none is provably safe (the requested one, or the most
+	// advanced non-quarantined replica), marking the decision unsafe.
+	Force bool
+}
+
+// Decision is Elect's choice with its evidence.
+type Decision struct {
+	// Candidate is the chosen instance.
+	Candidate string
+	// CandidateSet is its received ∪ executed GTIDs: what it will have applied before promotion.
+	CandidateSet string
+	// Reason says why it was chosen.
+	Reason string
+	// Rejected says, for every other member, why it was not chosen.
+	Rejected []string
+	// Safe is false when Force chose a candidate that is not provably safe.
+	Safe bool
+}
+
+// ErrNoSafeCandidate means no member is provably safe to promote.
+var ErrNoSafeCandidate = errors.New("no safe candidate")
+
+type judged struct {
+	m      Member
+	set    history
+	reason string // why unsafe; empty when safe so far
+	errant bool
+}
+
+// Elect chooses the replica to promote.
+func Elect(in ElectInput) (Decision, error) {
+	var all []*judged
+	for _, m := range in.Members {
+		j := &judged{m: m}
+		j.set, j.reason = receivedAndExecuted(m.Snapshot)
+		r := m.Snapshot.Replica
+		switch {
+		case m.Quarantined:
+			j.reason = "quarantined"
+		case r == nil:
+			j.reason = "not a replica (no replication configured)"
+		case r.LastSQLErrno != 0:
+			j.reason = fmt.Sprintf("applier stopped with error %d: %s", r.LastSQLErrno, r.LastSQLError)
+		case !r.SQLRunning:
+			j.reason = "applier (SQL thread) not running"
+		}
+		if !m.Quarantined {
+			cl := topology.Classify(topology.ClassifyInput{Instance: m.Snapshot, History: in.History})
+			if cl.Has(topology.ClassErrant) {
+				j.errant = true
+				j.reason = "errant transactions: " + errantEvidence(cl)
+			}
+		}
+		if j.reason == "" && in.MaxLag > 0 {
+			lag := m.LastKnownLag
+			if r != nil && r.SecondsBehind != nil {
+				lag = r.SecondsBehind
+			}
+			if lag != nil && time.Duration(*lag)*time.Second > in.MaxLag {
+				j.reason = fmt.Sprintf("%ds behind (bound %s)", *lag, in.MaxLag)
+			}
+		}
+		all = append(all, j)
+	}
+	// Containment: a candidate must hold everything every other legitimate member holds;
+	// errant and quarantined members' histories do not count.
+	for _, j := range all {
+		if j.reason != "" {
+			continue
+		}
+		for _, o := range all {
+			if o == j || o.errant || o.m.Quarantined || o.set.empty() {
+				continue
+			}
+			if lacking, ok := j.set.contains(o.set); !ok {
+				j.reason = fmt.Sprintf("lacks transactions %s has: %s", o.m.Name, lacking)
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *judged) int {
+		if c := cmp.Compare(b.set.count(), a.set.count()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.m.Ordinal, b.m.Ordinal)
+	})
+	var chosen *judged
+	for _, j := range all {
+		if j.reason != "" {
+			continue
+		}
+		if in.Requested == "" || j.m.Name == in.Requested {
+			chosen = j
+			break
+		}
+	}
+	d := Decision{Safe: true}
+	if chosen != nil && len(in.Missing) > 0 {
+		d.Safe = false
+		for _, j := range all {
+			if j.reason == "" {
+				j.reason = "not provably complete while " + strings.Join(in.Missing, ", ") + " cannot be observed"
+			}
+		}
+		chosen = nil
+	}
+	switch {
+	case chosen != nil && in.Requested != "":
+		d.Reason = "requested with --to; holds every other survivor's transactions, no errant ones, within the lag bound"
+	case chosen != nil:
+		d.Reason = "holds every other survivor's transactions (most advanced), no errant ones, within the lag bound"
+	case in.Force:
+		for _, j := range all {
+			if j.m.Quarantined || j.m.Snapshot.Replica == nil {
+				continue
+			}
+			if in.Requested == "" || j.m.Name == in.Requested {
+				chosen = j
+				break
+			}
+		}
+		d.Safe = false
+		if chosen != nil {
+			d.Reason = "FORCED: not provably safe (" + chosen.reason + ")"
+		}
+	}
+	for _, j := range all {
+		if chosen != nil && j == chosen {
+			continue
+		}
+		why := j.reason
+		if why == "" {
+			why = "safe, but less advanced or later in order"
+			if in.Requested != "" {
+				why = "safe, but not the requested instance"
+			}
+		}
+		d.Rejected = append(d.Rejected, j.m.Name+": "+why)
+	}
+	for _, name := range in.Missing {
+		d.Rejected = append(d.Rejected, name+": cannot be observed")
+	}
+	if chosen == nil {
+		what := "no replica is provably safe to promote"
+		if in.Requested != "" {
+			what = "the requested instance " + in.Requested + " is not provably safe to promote"
+		}
+		if len(d.Rejected) > 0 {
+			what += ": " + strings.Join(d.Rejected, "; ")
+		}
+		return d, fmt.Errorf("%w: %s", ErrNoSafeCandidate, what)
+	}
+	d.Candidate, d.CandidateSet = chosen.m.Name, chosen.set.String()
+	return d, nil
+}
+
+func errantEvidence(cl topology.Classification) string {
+	var out []string
+	for _, e := range cl.Evidence {
+		if strings.Contains(e, "errant") || strings.Contains(e, "never a primary") || strings.Contains(e, "diverged") {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return "see the instance's classification"
+	}
+	return strings.Join(out, "; ")
+}
+
+// history is an instance's received ∪ executed transactions in its flavor's form.
+type history struct {
+	mariadb bool
+	set     gtid.MySQLSet
+	pos     gtid.MariaDBPos
+}
+
+// receivedAndExecuted is what the instance will have applied once its relay log is drained.
+// On MariaDB the received position (Gtid_IO_Pos) is merged per domain with gtid_current_pos;
+// a divergence between the two is reported as the reason the instance is unsafe.
+func receivedAndExecuted(s topology.Snapshot) (history, string) {
+	if s.Flavor.IsMariaDB() {
+		h := history{mariadb: true, pos: s.GTID.CurrentPos}
+		if s.GTID.IOPos.IsEmpty() {
+			return h, ""
+		}
+		u, err := s.GTID.CurrentPos.Union(s.GTID.IOPos)
+		if err != nil {
+			return h, "received and executed positions diverge: " + err.Error()
+		}
+		h.pos = u
+		return h, ""
+	}
+	return history{set: s.GTID.Executed.Union(s.GTID.Received)}, ""
+}
+
+func (h history) empty() bool {
+	if h.mariadb {
+		return h.pos.IsEmpty()
+	}
+	return h.set.IsEmpty()
+}
+
+func (h history) count() uint64 {
+	if h.mariadb {
+		return h.pos.Count()
+	}
+	return h.set.Count()
+}
+
+func (h history) String() string {
+	if h.mariadb {
+		return h.pos.String()
+	}
+	return h.set.String()
+}
+
+// contains reports whether h holds all of o, and if not, what is lacking.
+func (h history) contains(o history) (string, bool) {
+	if h.mariadb {
+		if h.pos.Contains(o.pos) {
+			return "", true
+		}
+		return fmt.Sprintf("%s, not proven within %s", o.pos, h.pos), false
+	}
+	if h.set.Contains(o.set) {
+		return "", true
+	}
+	return o.set.Subtract(h.set).String(), false
+}

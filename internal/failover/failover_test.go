@@ -1,0 +1,233 @@
+package failover
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+const primaryIP = "127.0.9.10"
+
+func ptr[T any](v T) *T { return &v }
+
+// mariadb builds a MariaDB replica snapshot: current is gtid_current_pos, io the received
+// position; the binlog state is derived from both.
+func mariadb(name string, serverID uint32, current, io string, thread topology.ThreadState) Member {
+	s := topology.Snapshot{Name: name, Reachable: true, Flavor: topology.Flavor{Line: topology.MariaDB}}
+	s.ServerID = serverID
+	s.GTID.CurrentPos = gtid.MustParseMariaDBPos(current)
+	s.GTID.BinlogPos = s.GTID.CurrentPos
+	s.GTID.BinlogState = s.GTID.CurrentPos.GTIDs()
+	if io != "" {
+		s.GTID.IOPos = gtid.MustParseMariaDBPos(io)
+	}
+	s.Replica = &topology.ReplicaStatus{SourceHost: primaryIP, IOThread: thread, SQLRunning: true}
+	if thread != topology.ThreadRunning {
+		s.Replica.LastIOError = "error reconnecting to master"
+	}
+	ord := int32(name[len(name)-1] - '0')
+	return Member{Name: name, Ordinal: ord, Snapshot: s}
+}
+
+func mysqlMember(name string, ord int32, executed, received string) Member {
+	s := topology.Snapshot{Name: name, Reachable: true, Flavor: topology.Flavor{Line: topology.MySQL80}}
+	s.ServerUUID = "00000000-0000-0000-0000-00000000000" + string(rune('0'+ord))
+	s.GTID.Executed = gtid.MustParseMySQLSet(executed)
+	s.GTID.Received = gtid.MustParseMySQLSet(received)
+	s.Replica = &topology.ReplicaStatus{SourceHost: primaryIP, IOThread: topology.ThreadConnecting, SQLRunning: true}
+	return Member{Name: name, Ordinal: ord, Snapshot: s}
+}
+
+func TestJudge(t *testing.T) {
+	down := Check{PodUID: "u1", Detail: "connection refused"}
+	lost := []Member{mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting), mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadStopped)}
+	tests := []struct {
+		name    string
+		checks  []Check
+		members []Member
+		want    Verdict
+		reason  string
+	}{
+		{"writable primary is alive", []Check{{PodUID: "u1", Reachable: true, Writable: true}}, lost, Alive, "use switchover"},
+		{"restarted read-only primary can be fenced over SQL", []Check{down, {PodUID: "u1", Reachable: true}}, lost, ReadOnly, "read-only"},
+		{"threshold reached and replicas agree", []Check{down, down, down}, lost, Dead, "every reachable replica"},
+		{"below threshold", []Check{down, down}, lost, Unreachable, "2 of the 3"},
+		{"a reachable check resets the count", []Check{down, down, {PodUID: "u1", Reachable: true, Writable: true}, down}, lost, Unreachable, "1 of the 3"},
+		{"a new pod incarnation resets the count", []Check{down, down, {PodUID: "u2", Detail: "refused"}}, lost, Unreachable, "1 of the 3"},
+		{"a replica still receiving means unreachable, not dead", []Check{down, down, down},
+			[]Member{lost[0], mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)}, Unreachable, "db-2 still receive"},
+		{"no replica can corroborate", []Check{down, down, down}, nil, Unreachable, "no replica can corroborate"},
+		{"quarantined replicas do not corroborate", []Check{down, down, down},
+			[]Member{{Name: "db-1", Quarantined: true, Snapshot: lost[0].Snapshot}}, Unreachable, "no replica can corroborate"},
+		{"replicas of another source do not corroborate", []Check{down, down, down},
+			func() []Member {
+				m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadStopped)
+				m.Snapshot.Replica.SourceHost = "127.0.9.99"
+				return []Member{m}
+			}(),
+			Unreachable, "no replica can corroborate"},
+		{"pod state is evidence", []Check{down, down, {PodUID: "u1", PodState: "absent"}}, lost, Dead, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := Judge("db-0", primaryIP, tt.checks, 3, tt.members)
+			if j.Verdict != tt.want {
+				t.Fatalf("verdict %s, want %s (%s; %v)", j.Verdict, tt.want, j.Reason, j.Evidence)
+			}
+			if !strings.Contains(j.Reason, tt.reason) {
+				t.Errorf("reason %q does not mention %q", j.Reason, tt.reason)
+			}
+			if len(j.Evidence) == 0 {
+				t.Error("no evidence recorded")
+			}
+		})
+	}
+}
+
+func TestElect(t *testing.T) {
+	known := topology.History{PrimaryServerIDs: []uint32{1000}}
+	tests := []struct {
+		name      string
+		in        ElectInput
+		want      string
+		safe      bool
+		errPart   string
+		rejectHas string
+	}{
+		{
+			name: "most advanced wins",
+			in: ElectInput{History: known, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+				mariadb("db-2", 1002, "0-1000-9", "0-1000-12", topology.ThreadConnecting),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-1: lacks transactions db-2 has",
+		},
+		{
+			name: "ties go to the lowest ordinal",
+			in: ElectInput{History: known, Members: []Member{
+				mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting),
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			want: "db-1", safe: true, rejectHas: "db-2: safe, but less advanced",
+		},
+		{
+			name: "an errant replica is never elected even when it looks most advanced",
+			in: ElectInput{History: known, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+				func() Member {
+					m := mariadb("db-2", 1002, "0-1002-11", "", topology.ThreadConnecting)
+					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1000, Seq: 10}, {Domain: 0, ServerID: 1002, Seq: 11}}
+					return m
+				}(),
+			}},
+			want: "db-1", safe: true, rejectHas: "db-2: errant transactions",
+		},
+		{
+			name: "requested candidate that lacks transactions is refused",
+			in: ElectInput{History: known, Requested: "db-1", Members: []Member{
+				mariadb("db-1", 1001, "0-1000-8", "", topology.ThreadConnecting),
+				mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			errPart: "requested instance db-1 is not provably safe",
+		},
+		{
+			name: "requested safe candidate is chosen over a more advanced one only if it holds everything",
+			in: ElectInput{History: known, Requested: "db-2", Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+				mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-1: safe, but not the requested",
+		},
+		{
+			name: "a missing member blocks: it may hold acknowledged transactions",
+			in: ElectInput{History: known, Missing: []string{"db-2"}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			errPart: "db-2 cannot be observed",
+		},
+		{
+			name: "force overrides with an unsafe decision",
+			in: ElectInput{History: known, Force: true, Missing: []string{"db-2"}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			want: "db-1", safe: false,
+		},
+		{
+			name: "lag above the bound is refused",
+			in: ElectInput{History: known, MaxLag: 5 * time.Second, Members: []Member{
+				func() Member {
+					m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting)
+					m.LastKnownLag = ptr(int64(60))
+					return m
+				}(),
+			}},
+			errPart: "60s behind",
+		},
+		{
+			name: "a stopped applier is refused",
+			in: ElectInput{History: known, Members: []Member{
+				func() Member {
+					m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting)
+					m.Snapshot.Replica.SQLRunning, m.Snapshot.Replica.LastSQLErrno, m.Snapshot.Replica.LastSQLError = false, 1062, "Duplicate entry"
+					return m
+				}(),
+			}},
+			errPart: "applier stopped with error 1062",
+		},
+		{
+			name: "MySQL: received transactions count, divergent sets leave no candidate",
+			in: ElectInput{History: topology.History{PrimaryUUIDs: []string{"00000000-0000-0000-0000-000000000000"}}, Members: []Member{
+				mysqlMember("db-1", 1, "00000000-0000-0000-0000-000000000000:1-10", "00000000-0000-0000-0000-000000000000:1-12"),
+				mysqlMember("db-2", 2, "00000000-0000-0000-0000-000000000000:1-11", ""),
+			}},
+			want: "db-1", safe: true,
+		},
+		{
+			name: "MySQL: an errant GTID disqualifies",
+			in: ElectInput{History: topology.History{PrimaryUUIDs: []string{"00000000-0000-0000-0000-000000000000"}}, Members: []Member{
+				mysqlMember("db-1", 1, "00000000-0000-0000-0000-000000000000:1-10,00000000-0000-0000-0000-000000000001:1", ""),
+				mysqlMember("db-2", 2, "00000000-0000-0000-0000-000000000000:1-10", ""),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-1: errant",
+		},
+		{
+			name: "quarantined members are neither candidates nor counted",
+			in: ElectInput{History: known, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+				func() Member {
+					m := mariadb("db-2", 1002, "0-1000-20", "", topology.ThreadConnecting)
+					m.Quarantined = true
+					return m
+				}(),
+			}},
+			want: "db-1", safe: true, rejectHas: "db-2: quarantined",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Elect(tt.in)
+			if tt.errPart != "" {
+				if !errors.Is(err, ErrNoSafeCandidate) || !strings.Contains(err.Error(), tt.errPart) {
+					t.Fatalf("err = %v, want ErrNoSafeCandidate mentioning %q", err, tt.errPart)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Elect: %v", err)
+			}
+			if d.Candidate != tt.want || d.Safe != tt.safe {
+				t.Fatalf("chose %s (safe %v), want %s (safe %v); rejected %v", d.Candidate, d.Safe, tt.want, tt.safe, d.Rejected)
+			}
+			if d.Reason == "" || d.CandidateSet == "" {
+				t.Errorf("decision lacks evidence: %+v", d)
+			}
+			if tt.rejectHas != "" && !strings.Contains(strings.Join(d.Rejected, "\n"), tt.rejectHas) {
+				t.Errorf("rejected %v does not include %q", d.Rejected, tt.rejectHas)
+			}
+		})
+	}
+}

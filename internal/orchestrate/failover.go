@@ -1,0 +1,919 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+// OperationFailover is the type of an unplanned primary replacement.
+const OperationFailover = "failover"
+
+// Failover stages, in order (Fencing, Promoting, MovingPrimary, Repointing and Verifying are
+// shared with switchover by name).
+const (
+	StageConfirming         = "Confirming"
+	StageElecting           = "Electing"
+	StageWaitingForRelayLog = "WaitingForRelayLog"
+)
+
+// FailoverStages lists the stages in order.
+var FailoverStages = []string{StageConfirming, StageFencing, StageElecting, StageWaitingForRelayLog, StagePromoting, StageMovingPrimary, StageRepointing, StageVerifying}
+
+// Fence methods recorded in the evidence.
+const (
+	fenceBySQL       = "read_only=ON verified and client connections killed"
+	fenceByReceivers = "every replica's IO thread stopped (a semi-synchronous primary cannot commit without an acknowledgement) and the primary taken out of the primary Service"
+)
+
+// MinFenceSemiSyncTimeout is the shortest semi-sync timeout under which stopping the replicas'
+// receivers counts as a fence: a starved primary commits without acknowledgement once the
+// timeout passes, so the fence holds only that long. An hour leaves the failover, and the fencing
+// of a returning old primary by reconcile, well inside it.
+const MinFenceSemiSyncTimeout = time.Hour
+
+// FailoverOptions tune a failover.
+type FailoverOptions struct {
+	// To is the requested new primary; empty lets the election choose.
+	To string
+	// Force, with a Reason, overrides a Blocked fence, an unconfirmed death and the lack of a
+	// provably safe candidate. The reason is recorded in the status, in the history and in an Event.
+	Force  bool
+	Reason string
+	// CatchUpTimeout bounds the wait for the candidate's relay log (and, when the old primary is
+	// reachable, for its fenced GTID set) (default 30s).
+	CatchUpTimeout time.Duration
+	// CheckTimeout bounds one check of the primary (default 1s).
+	CheckTimeout time.Duration
+}
+
+func (o *FailoverOptions) defaults() {
+	if o.CatchUpTimeout == 0 {
+		o.CatchUpTimeout = 30 * time.Second
+	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = time.Second
+	}
+}
+
+// Failover replaces a dead primary, or resumes the failover recorded in the cluster's status at
+// its recorded stage. It refuses (outcome.ErrUnsafe) when the primary is alive, when its death
+// is not confirmed by the replicas, when the fence cannot be proven, and when no replica is
+// provably safe to promote; the last two leave the cluster Degraded with the reason.
+func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts FailoverOptions) error {
+	opts.defaults()
+	if opts.Force && strings.TrimSpace(opts.Reason) == "" {
+		return errors.New("--force needs --reason: the reason is recorded with the forced decision")
+	}
+	started := false
+	lastReported := ""
+	for {
+		cluster := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		op := cluster.Status.Operation
+		if op == nil {
+			if started {
+				return r.lastResult(cluster, OperationFailover)
+			}
+			if cluster.Status.CurrentPrimary == "" {
+				return fmt.Errorf("%w: cluster %s has no recorded primary (phase %s): there is nothing to fail over from", outcome.ErrUnsafe, key.Name, cluster.Status.Phase)
+			}
+			if err := r.startFailover(ctx, cluster, opts); err != nil {
+				return err
+			}
+			started = true
+			continue
+		}
+		if op.Type != OperationFailover {
+			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+		}
+		started = true
+		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+			return r.failoverStage(ctx, cluster, op, opts)
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts FailoverOptions) error {
+	now := metav1.NewTime(r.now())
+	id := fmt.Sprintf("failover-%d", now.Unix())
+	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil {
+			return nil
+		}
+		s.Operation = &v1.OperationStatus{
+			ID: id, Type: OperationFailover, Stage: StageConfirming, Holder: r.Holder, Epoch: r.Epoch,
+			StartedAt: now, UpdatedAt: &now, Target: opts.To,
+			Evidence: &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending},
+		}
+		if opts.Force {
+			s.Operation.Evidence.Forced = opts.Reason
+		}
+		s.Phase = v1.PhaseFailingOver
+		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, nil)
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + s.CurrentPrimary + " started"})
+		return nil
+	})
+	if err == nil {
+		msg := "failover of primary " + c.Status.CurrentPrimary + " started"
+		if opts.Force {
+			msg += "; FORCED by a person: " + opts.Reason
+		}
+		r.event(ctx, c, opts.Force, "FailoverStarted", msg)
+	}
+	return err
+}
+
+func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []string) *v1.HAStatus {
+	out := &v1.HAStatus{}
+	if h != nil {
+		out = h.DeepCopy()
+	}
+	if out.State != state {
+		out.Since = &now
+	}
+	out.State = state
+	if evidence != nil {
+		out.Evidence = evidence
+	}
+	return out
+}
+
+// lastResult reports the newest finished operation of the type from history.
+func (r *Runner) lastResult(c *v1.MysqlCluster, typ string) error {
+	for _, h := range c.Status.History {
+		if h.Type != typ {
+			continue
+		}
+		switch h.Result {
+		case "Succeeded":
+			return nil
+		case "Aborted":
+			return fmt.Errorf("%w: %s", ErrAborted, h.Message)
+		}
+		return fmt.Errorf("%w: %s", outcome.ErrUnsafe, h.Message)
+	}
+	return nil
+}
+
+// ErrAborted means a person aborted the operation.
+var ErrAborted = errors.New("operation aborted")
+
+// failoverView is what a failover stage sees: the pods, which members answer, and the old
+// primary's address as replicas know it.
+type failoverView struct {
+	pods      map[string]*corev1.Pod
+	ordinals  map[string]int32
+	ready     []instance // every pod whose readiness the API reports, old primary included
+	missing   []string   // members other than the old primary without a ready pod
+	old       string
+	oldAddr   string
+	oldPodUID string
+}
+
+func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old string) (failoverView, error) {
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return failoverView{}, err
+	}
+	v := failoverView{pods: map[string]*corev1.Pod{}, ordinals: map[string]int32{}, old: old}
+	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+		name := fmt.Sprintf("%s-%d", c.Name, ord)
+		v.ordinals[name] = ord
+		p, ok := pods[ord]
+		if ok {
+			v.pods[name] = p
+		}
+		if name == old {
+			if ok {
+				v.oldAddr, v.oldPodUID = p.Status.PodIP, string(p.UID)
+				v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+			}
+			continue
+		}
+		if ok && podReady(p) {
+			v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+		} else if !quarantined(c, name) {
+			v.missing = append(v.missing, name)
+		}
+	}
+	if v.oldAddr == "" {
+		// The pod is gone: the replicas still know the address recorded in the last observation.
+		for _, i := range c.Status.Instances {
+			if i.Name == old {
+				v.oldPodUID = i.PodUID
+			}
+		}
+	}
+	return v, nil
+}
+
+// members observes every reachable instance other than the old primary. Members that do not
+// answer are reported as missing.
+func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Member, []string) {
+	var out []failover.Member
+	missing := slices.Clone(v.missing)
+	for _, m := range v.ready {
+		name := m.pod.Name
+		if name == v.old {
+			continue
+		}
+		s, err := ss.observe(name)
+		if err != nil {
+			if !quarantined(c, name) {
+				missing = append(missing, name)
+			}
+			continue
+		}
+		fm := failover.Member{Name: name, Ordinal: m.ordinal, Snapshot: s, Quarantined: quarantined(c, name)}
+		for _, i := range c.Status.Instances {
+			if i.Name == name {
+				fm.LastKnownLag = i.LagSeconds
+			}
+		}
+		out = append(out, fm)
+	}
+	return out, missing
+}
+
+// checkPrimary checks the old primary once, with a fresh connection bounded by timeout.
+func (r *Runner) checkPrimary(ctx context.Context, c *v1.MysqlCluster, v failoverView, creds credentials, timeout time.Duration) failover.Check {
+	ch := failover.Check{PodUID: v.oldPodUID}
+	p, ok := v.pods[v.old]
+	switch {
+	case !ok:
+		ch.PodState = "absent"
+	case p.DeletionTimestamp != nil:
+		ch.PodState = "terminating"
+	case p.Status.Phase != corev1.PodRunning:
+		ch.PodState = "phase " + string(p.Status.Phase)
+	}
+	if !ok || p.Status.PodIP == "" {
+		ch.Detail = "no pod address"
+		return ch
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	in, err := r.Connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+	if err != nil {
+		ch.Detail = err.Error()
+		return ch
+	}
+	defer func() { _ = in.Close() }()
+	s := in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
+	if !s.Reachable || s.Err != nil && s.Err.Stage == "state" {
+		if s.Err != nil {
+			ch.Detail = s.Err.Error()
+		}
+		return ch
+	}
+	ch.Reachable = true
+	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
+	return ch
+}
+
+// knownHistory is the errant check's reference: every instance that has been primary, and the
+// provenance recorded at bootstrap for instances that were never quarantined.
+func knownHistory(c *v1.MysqlCluster) topology.History {
+	var h topology.History
+	ids := slices.Clone(c.Status.KnownPrimaries)
+	for _, i := range c.Status.Instances {
+		if i.Name == c.Status.CurrentPrimary || i.Role == v1.RolePrimary {
+			if i.ServerUUID != "" {
+				ids = append(ids, i.ServerUUID)
+			} else if i.ServerID != 0 {
+				ids = append(ids, "server_id:"+strconv.FormatInt(i.ServerID, 10))
+			}
+		}
+	}
+	for _, id := range ids {
+		if n, ok := strings.CutPrefix(id, "server_id:"); ok {
+			if v, err := strconv.ParseUint(n, 10, 32); err == nil && !slices.Contains(h.PrimaryServerIDs, uint32(v)) {
+				h.PrimaryServerIDs = append(h.PrimaryServerIDs, uint32(v))
+			}
+		} else if id != "" && !slices.Contains(h.PrimaryUUIDs, id) {
+			h.PrimaryUUIDs = append(h.PrimaryUUIDs, id)
+		}
+	}
+	mariadb := c.Spec.Flavor == v1.FlavorMariaDB || c.Spec.Flavor == "" && v1.FlavorFromImage(c.Spec.Image) == v1.FlavorMariaDB
+	for _, b := range c.Status.GTIDBootstrap {
+		if b.BootstrapGTIDSet == "" || quarantined(c, fmt.Sprintf("%s-%d", c.Name, b.Ordinal)) {
+			continue
+		}
+		if !mariadb {
+			if set, err := gtid.ParseMySQLSet(b.BootstrapGTIDSet); err == nil {
+				h.MySQL = h.MySQL.Union(set)
+			}
+			continue
+		}
+		if pos, err := gtid.ParseMariaDBPos(b.BootstrapGTIDSet); err == nil {
+			if u, err := h.MariaDB.Union(pos); err == nil {
+				h.MariaDB = u
+			}
+		}
+	}
+	return h
+}
+
+func maxCandidateLag(c *v1.MysqlCluster) time.Duration {
+	if d := c.Spec.Failover.MaxCandidateLag; d != nil {
+		return d.Duration
+	}
+	return 30 * time.Second
+}
+
+// addKnownPrimary records an identity in status.knownPrimaries once.
+func addKnownPrimary(s *v1.MysqlClusterStatus, id string) {
+	if id != "" && !slices.Contains(s.KnownPrimaries, id) {
+		s.KnownPrimaries = append(s.KnownPrimaries, id)
+	}
+}
+
+// degrade ends the operation as Failed with the cluster Degraded and the reason persisted, and
+// returns the refusal to report. Nothing was promoted.
+func (r *Runner) degrade(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string, change func(*v1.MysqlClusterStatus)) error {
+	now := r.now()
+	t := metav1.NewTime(now)
+	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
+		if change != nil {
+			change(s)
+		}
+		finish(s, now, "Failed", reason, 0)
+		s.Phase = v1.PhaseDegraded
+		s.HA = haState(s.HA, v1.HADegraded, t, nil)
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRefused", Message: reason})
+	})
+	if err != nil {
+		return err
+	}
+	r.event(ctx, c, true, "FailoverRefused", reason)
+	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
+}
+
+// refuse ends the operation as Failed without touching the phase the cluster had (the primary
+// is alive, or its death is not confirmed), and returns the refusal.
+func (r *Runner) refuse(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string, evidence []string) error {
+	now := r.now()
+	t := metav1.NewTime(now)
+	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
+		finish(s, now, "Failed", reason, 0)
+		s.HA = haState(s.HA, v1.HASuspected, t, evidence)
+		if c.Status.Phase == v1.PhaseDegraded {
+			s.Phase = v1.PhaseDegraded
+		}
+	})
+	if err != nil {
+		return err
+	}
+	r.event(ctx, c, true, "FailoverRefused", reason)
+	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
+}
+
+func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, opts FailoverOptions) (string, func(*v1.MysqlClusterStatus), error) {
+	ev := op.Evidence
+	if ev == nil {
+		ev = &v1.OperationEvidence{FencedPrimary: c.Status.CurrentPrimary}
+	}
+	forced := ev.Forced != ""
+	old := ev.FencedPrimary
+	v, err := r.failoverView(ctx, c, old)
+	if err != nil {
+		return "", nil, err
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	ss := r.openSessions(ctx, v.ready, creds)
+	defer ss.close()
+	now := r.now()
+
+	switch op.Stage {
+	case StageConfirming:
+		j := r.confirm(ctx, c, v, ss, creds, opts)
+		switch {
+		case j.Verdict == failover.Alive:
+			return "", nil, r.refuse(ctx, c, op, j.Reason, j.Evidence)
+		case j.Verdict == failover.Unreachable && !forced:
+			return "", nil, r.refuse(ctx, c, op, j.Reason+"; if you know it is dead, run failover --force --reason TEXT", j.Evidence)
+		}
+		detection := j.Evidence
+		if j.Verdict == failover.Unreachable {
+			detection = append(detection, "FORCED past an unconfirmed death: "+ev.Forced)
+		}
+		r.event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
+		return StageFencing, func(s *v1.MysqlClusterStatus) {
+			s.Operation.Evidence.PrimaryVerdict, s.Operation.Evidence.Detection = string(j.Verdict), detection
+			s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
+		}, nil
+
+	case StageFencing:
+		// Out of the primary Service first, whatever the path: no new client reaches it.
+		if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
+			return "", nil, err
+		}
+		if ev.PrimaryVerdict == string(failover.ReadOnly) {
+			if in, err := ss.connect(old); err == nil {
+				if fenced, method, err := fenceOverSQL(ctx, in, ss, old); err == nil {
+					r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+					return StageElecting, func(s *v1.MysqlClusterStatus) {
+						e := s.Operation.Evidence
+						e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+					}, nil
+				}
+			}
+			// It stopped answering since Confirming: fence it as an unreachable primary.
+		}
+		members, missing := v.members(c, ss)
+		var stopped, notes []string
+		for _, m := range members {
+			if m.Quarantined || m.Snapshot.Replica == nil {
+				continue
+			}
+			in, err := ss.connect(m.Name)
+			if err != nil {
+				return "", nil, err
+			}
+			if err := in.StopIOThread(ctx); err != nil {
+				return "", nil, err
+			}
+			stopped = append(stopped, m.Name)
+		}
+		// Verify: every receiver is stopped.
+		for _, name := range stopped {
+			in, err := ss.connect(name)
+			if err != nil {
+				return "", nil, err
+			}
+			s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+			if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
+				return "", nil, notYet("IO thread of %s not proven stopped yet", name)
+			}
+		}
+		var blocked []string
+		if !c.Spec.SemiSync.SemiSyncEnabled() {
+			blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
+		} else if t := c.Spec.SemiSync.Timeout; t != nil && t.Duration < MinFenceSemiSyncTimeout {
+			blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", t.Duration, MinFenceSemiSyncTimeout))
+		}
+		if len(missing) > 0 {
+			blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
+		}
+		if len(stopped) == 0 {
+			blocked = append(blocked, "no replica receiver could be stopped")
+		}
+		method := fenceByReceivers + " (" + strings.Join(stopped, ", ") + ")"
+		if len(blocked) > 0 {
+			reason := "fence Blocked: " + strings.Join(blocked, "; ")
+			if !forced {
+				return "", nil, r.degrade(ctx, c, op, reason+"; nothing was promoted (failover --force --reason TEXT overrides)", func(s *v1.MysqlClusterStatus) {
+					s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceBlocked, method
+				})
+			}
+			notes = append(notes, reason, "FORCED past a Blocked fence: "+ev.Forced)
+			r.event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
+			return StageElecting, func(s *v1.MysqlClusterStatus) {
+				s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
+			}, nil
+		}
+		r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
+		return StageElecting, func(s *v1.MysqlClusterStatus) {
+			s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceVerified, method
+		}, nil
+
+	case StageElecting:
+		members, missing := v.members(c, ss)
+		d, err := failover.Elect(failover.ElectInput{
+			Members: members, Missing: missing, History: knownHistory(c), MaxLag: maxCandidateLag(c),
+			Requested: op.Target, Force: forced,
+		})
+		if err != nil {
+			return "", nil, r.degrade(ctx, c, op, err.Error()+"; nothing was promoted", func(s *v1.MysqlClusterStatus) {
+				s.Operation.Evidence.Rejected = d.Rejected
+			})
+		}
+		reason := d.Reason
+		if !d.Safe {
+			reason += "; forced: " + ev.Forced
+		}
+		r.event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
+		return StageWaitingForRelayLog, func(s *v1.MysqlClusterStatus) {
+			e := s.Operation.Evidence
+			e.Candidate, e.CandidateGTIDSet, e.CandidateReason, e.Rejected = d.Candidate, d.CandidateSet, reason, d.Rejected
+		}, nil
+
+	case StageWaitingForRelayLog:
+		in, err := ss.connect(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.WaitForGTID(ctx, ev.CandidateGTIDSet, opts.CatchUpTimeout); err != nil {
+			if errors.Is(err, topology.ErrWaitTimeout) {
+				return "", nil, notYet("%s is still applying its relay log up to %s", ev.Candidate, ev.CandidateGTIDSet)
+			}
+			return "", nil, err
+		}
+		var missingN int64
+		if ev.FencedGTIDSet != "" {
+			// The old primary answered and was fenced over SQL: the candidate also waits for its
+			// fenced set, bounded. What it still lacks afterwards was never acknowledged by a
+			// replica (semi-sync) and makes the old primary divergent: it will be quarantined.
+			if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
+				return "", nil, err
+			}
+			cs, err := ss.observe(ev.Candidate)
+			if err != nil {
+				return "", nil, err
+			}
+			missingN = missing(cs, ev.FencedGTIDSet)
+		}
+		return StagePromoting, func(s *v1.MysqlClusterStatus) { s.Operation.Evidence.TransactionsMissing = missingN }, nil
+
+	case StagePromoting:
+		in, err := ss.connect(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		// Only replicas that Repointing will join can acknowledge: an errant or unreachable one
+		// would leave a semi-sync source waiting forever.
+		cs, err := ss.observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		others := 0
+		for _, m := range v.ready {
+			if m.pod.Name == ev.Candidate || m.pod.Name == old || quarantined(c, m.pod.Name) {
+				continue
+			}
+			if s, err := ss.observe(m.pod.Name); err == nil {
+				if _, ok := divergence(cs, s); ok {
+					others++
+				}
+			}
+		}
+		if err := r.promote(ctx, c, in, others); err != nil {
+			return "", nil, err
+		}
+		s, err := ss.observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		id := identity(s)
+		r.event(ctx, c, false, "Promoted", ev.Candidate+" promoted: replication reset, writable")
+		return StageMovingPrimary, func(st *v1.MysqlClusterStatus) { addKnownPrimary(st, id) }, nil
+
+	case StageMovingPrimary:
+		if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
+			return "", nil, err
+		}
+		if err := r.labelRole(ctx, c, ev.Candidate, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
+		return StageRepointing, func(s *v1.MysqlClusterStatus) { s.CurrentPrimary = ev.Candidate }, nil
+
+	case StageRepointing:
+		ns, err := ss.observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		newIP := v.pods[ev.Candidate].Status.PodIP
+		var errant []v1.ErrantInstance
+		for _, m := range v.ready {
+			name := m.pod.Name
+			if name == ev.Candidate || quarantined(c, name) {
+				continue
+			}
+			s, err := ss.observe(name)
+			if err != nil {
+				if name == old {
+					continue // still down: checked by reconcile when it returns
+				}
+				return "", nil, err
+			}
+			if s.Replica != nil && s.Replica.SourceHost == newIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
+				continue
+			}
+			if e, ok := divergence(ns, s); !ok {
+				errant = append(errant, v1.ErrantInstance{Name: name, Reason: e.Reason, ErrantGTIDs: e.ErrantGTIDs, Count: e.Count})
+				continue
+			}
+			in, err := ss.connect(name)
+			if err != nil {
+				return "", nil, err
+			}
+			if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
+				return "", nil, err
+			}
+		}
+		for _, e := range errant {
+			if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
+				return "", nil, err
+			}
+			r.event(ctx, c, true, "Quarantined", e.Name+": "+e.Reason)
+		}
+		return StageVerifying, func(s *v1.MysqlClusterStatus) {
+			for _, e := range errant {
+				addErrant(s, e, now)
+			}
+		}, nil
+
+	case StageVerifying:
+		ns, err := ss.observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		newIP := v.pods[ev.Candidate].Status.PodIP
+		var pending, down []string
+		snaps := map[string]topology.Snapshot{ev.Candidate: ns}
+		for _, m := range v.ready {
+			name := m.pod.Name
+			if name == ev.Candidate || quarantined(c, name) {
+				continue
+			}
+			s, err := ss.observe(name)
+			if err != nil {
+				if name == old {
+					down = append(down, name)
+					continue
+				}
+				return "", nil, err
+			}
+			snaps[name] = s
+			if s.Replica == nil || s.Replica.SourceHost != newIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
+				pending = append(pending, name+" not replicating from "+ev.Candidate+" yet")
+				continue
+			}
+			in, err := ss.connect(name)
+			if err != nil {
+				return "", nil, err
+			}
+			if err := in.WaitForGTID(ctx, executed(ns), 2*time.Second); err != nil {
+				pending = append(pending, fmt.Sprintf("%s has not applied the new primary's %s yet", name, executed(ns)))
+			}
+		}
+		if len(pending) > 0 {
+			return "", nil, notYet("%s", strings.Join(pending, "; "))
+		}
+		if _, ok := v.pods[old]; !ok || !slices.ContainsFunc(v.ready, func(i instance) bool { return i.pod.Name == old }) {
+			down = append(down, old)
+		}
+		down = append(down, v.missing...)
+		lost := int64(0)
+		lostWhy := "every acknowledged transaction is on the new primary"
+		switch {
+		case ev.FencedGTIDSet != "":
+			lost = missing(ns, ev.FencedGTIDSet)
+			if lost > 0 {
+				lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary", lost)
+				if c.Spec.SemiSync.SemiSyncEnabled() && (c.Spec.SemiSync.Timeout == nil || c.Spec.SemiSync.Timeout.Duration >= MinFenceSemiSyncTimeout) {
+					// Semi-sync without a timeout acknowledges a commit only once a replica
+					// received it; the candidate held every replica's transactions.
+					lostWhy += "; none was acknowledged to a client (no replica received them)"
+					lost = 0
+				}
+			}
+		case ev.FenceState != v1.FenceVerified || ev.Forced != "":
+			lost = -1
+			lostWhy = "unknown: the failover was forced without a verified fence or a provably complete candidate"
+		}
+		dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+		msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)
+		if len(down) > 0 {
+			msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"
+		}
+		members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
+		instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
+		r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
+		t := metav1.NewTime(now)
+		return "", func(s *v1.MysqlClusterStatus) {
+			s.Instances = mergeInstances(s.Instances, instances, old)
+			finish(s, now, "Succeeded", msg, lost)
+			s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg})
+			s.HA.LastFailover = &t
+			ready := int32(len(snaps))
+			s.ReadyInstances, s.Ready = ready, fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + ev.Candidate + " is writable"})
+			readyCond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "ReplicationProven", Message: msg}
+			if ready < c.Spec.Replicas {
+				readyCond.Status, readyCond.Reason = metav1.ConditionFalse, "InstancesDown"
+			}
+			meta.SetStatusCondition(&s.Conditions, readyCond)
+			if len(s.ErrantInstances) > 0 {
+				s.Phase = v1.PhaseDegraded
+				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "Quarantined", Message: fmt.Sprintf("%d instance(s) quarantined", len(s.ErrantInstances))})
+			} else {
+				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "FailoverSucceeded", Message: msg})
+			}
+		}, nil
+	}
+	return "", nil, fmt.Errorf("unknown failover stage %q recorded in status", op.Stage)
+}
+
+// confirm checks the primary up to the failure threshold and judges it with the members' view.
+func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView, ss *sessions, creds credentials, opts FailoverOptions) failover.Judgement {
+	threshold := int(c.Spec.Failover.FailureThreshold)
+	if threshold <= 0 {
+		threshold = 3
+	}
+	interval := time.Second
+	if d := c.Spec.Failover.DetectionInterval; d != nil {
+		interval = d.Duration
+	}
+	var checks []failover.Check
+	for i := 0; i < threshold; i++ {
+		if i > 0 {
+			_ = r.sleep(ctx, interval)
+		}
+		ch := r.checkPrimary(ctx, c, v, creds, opts.CheckTimeout)
+		checks = append(checks, ch)
+		if ch.Reachable || ctx.Err() != nil {
+			break
+		}
+	}
+	members, _ := v.members(c, ss)
+	return failover.Judge(v.old, v.oldAddr, checks, threshold, members)
+}
+
+// fenceOverSQL fences a reachable primary and returns its GTID set at the verified fence.
+func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *sessions, name string) (string, string, error) {
+	if err := in.Fence(ctx); err != nil {
+		return "", "", err
+	}
+	killed, err := in.KillClientConnections(ctx, ReplicationUser)
+	if err != nil {
+		return "", "", err
+	}
+	fs, err := in.VerifyFence(ctx, ReplicationUser)
+	if err != nil {
+		return "", "", err
+	}
+	if !fs.Verified {
+		return "", "", notYet("fence of %s not verified yet: %s", name, strings.Join(fs.Evidence, "; "))
+	}
+	ps, err := ss.observe(name)
+	if err != nil {
+		return "", "", err
+	}
+	method := fenceBySQL
+	if ps.Flavor.IsMySQL() {
+		method = "super_read_only=ON verified and client connections killed"
+	}
+	return executed(ps), fmt.Sprintf("%s (%d killed)", method, len(killed)), nil
+}
+
+// promote makes in a writable primary: replication stopped and reset, the semi-sync source side
+// on when enough replicas will acknowledge, read-only off.
+func (r *Runner) promote(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, replicas int) error {
+	if err := in.StopReplica(ctx); err != nil {
+		return err
+	}
+	if err := in.ResetReplication(ctx); err != nil {
+		return err
+	}
+	wait := int(c.Spec.SemiSync.WaitForReplicas)
+	if wait == 0 {
+		wait = 1
+	}
+	// Without enough replicas to acknowledge, a semi-sync source would block every commit;
+	// reconcile switches it on once the replicas are back.
+	if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 && replicas >= wait {
+		spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: wait}
+		if c.Spec.SemiSync.Timeout != nil {
+			spec.Timeout = c.Spec.SemiSync.Timeout.Duration
+		}
+		if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return in.MakeWritable(ctx)
+}
+
+// joinReplica points in at the new primary, resuming from its own binlog when it has written
+// transactions of its own (a former primary), with the semi-sync replica side on.
+func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, s topology.Snapshot, host string, creds credentials) error {
+	if s.SemiSync.SourceEnabled {
+		if err := in.DisableSemiSyncSource(ctx); err != nil {
+			return err
+		}
+	}
+	if err := in.Repoint(ctx, topology.SourceSpec{
+		Host: host, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+		ConnectRetry: time.Second, ResumeFromBinlog: resumesFromBinlog(s),
+	}); err != nil {
+		return err
+	}
+	if c.Spec.SemiSync.SemiSyncEnabled() {
+		return in.EnableSemiSyncReplica(ctx)
+	}
+	return nil
+}
+
+// resumesFromBinlog reports whether a MariaDB instance's binlog holds transactions its
+// gtid_slave_pos does not (it wrote them as a primary): it must resume from gtid_binlog_pos.
+func resumesFromBinlog(s topology.Snapshot) bool {
+	return s.Flavor.IsMariaDB() && !s.GTID.BinlogPos.IsEmpty() && !s.GTID.SlavePos.Contains(s.GTID.BinlogPos)
+}
+
+// divergence checks that the replica's history is an ancestor of the primary's and that the
+// primary's binlogs still hold what the replica lacks; otherwise it describes the quarantine.
+func divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
+	if replica.Flavor.IsMariaDB() {
+		// Positions alone cannot tell a legitimate history from a divergent one when another
+		// server wrote later (see gtid.Relation). gtid_binlog_state can: it keeps the last
+		// sequence number of every (domain, server_id) that reached the binlog, so any server
+		// whose transactions the replica holds beyond the primary's record of that server marks
+		// transactions the primary never had.
+		var extra []string
+		var count int64
+		for _, g := range replica.GTID.BinlogState {
+			if g.Seq == 0 {
+				continue
+			}
+			var have uint64
+			for _, p := range primary.GTID.BinlogState {
+				if p.Domain == g.Domain && p.ServerID == g.ServerID {
+					have = p.Seq
+				}
+			}
+			if g.Seq > have {
+				extra = append(extra, g.String())
+				count += int64(g.Seq - have)
+			}
+		}
+		if len(extra) > 0 {
+			return v1.ErrantInstance{
+				Reason: fmt.Sprintf("holds transactions the primary does not have: its binlog holds %s, beyond the primary's binlog state %s",
+					strings.Join(extra, ","), gtidList(primary.GTID.BinlogState)),
+				ErrantGTIDs: strings.Join(extra, ","), Count: count,
+			}, false
+		}
+		if !primary.GTID.CurrentPos.Contains(replica.GTID.CurrentPos) {
+			extra := replica.GTID.CurrentPos.Subtract(primary.GTID.CurrentPos)
+			return v1.ErrantInstance{
+				Reason:      fmt.Sprintf("holds transactions the primary does not have (its history is not an ancestor of the primary's): at %s, the primary at %s", replica.GTID.CurrentPos, primary.GTID.CurrentPos),
+				ErrantGTIDs: extra.String(), Count: int64(extra.Count()),
+			}, false
+		}
+		if primary.GTID.PurgedKnown && !replica.GTID.CurrentPos.Contains(primary.GTID.PurgedPos) {
+			return v1.ErrantInstance{Reason: fmt.Sprintf("the primary's binlogs start at %s, after this instance's %s: it cannot catch up", primary.GTID.PurgedPos, replica.GTID.CurrentPos)}, false
+		}
+		return v1.ErrantInstance{}, true
+	}
+	if extra := replica.GTID.Executed.Subtract(primary.GTID.Executed); !extra.IsEmpty() {
+		return v1.ErrantInstance{Reason: "holds transactions the primary does not have", ErrantGTIDs: extra.String(), Count: int64(extra.Count())}, false
+	}
+	need := primary.GTID.Executed.Subtract(replica.GTID.Executed)
+	if gone := need.Intersect(primary.GTID.Purged); !gone.IsEmpty() {
+		return v1.ErrantInstance{Reason: "the primary purged binlogs this instance still needs: " + gone.String()}, false
+	}
+	return v1.ErrantInstance{}, true
+}
+
+func gtidList(gs []gtid.MariaDBGTID) string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g.String()
+	}
+	return "[" + strings.Join(out, ",") + "]"
+}
+
+func unique(ss []string) []string {
+	slices.Sort(ss)
+	return slices.Compact(ss)
+}
+
+// mergeInstances replaces the observed instances' records and keeps the others' last
+// observation, marking the old primary's role unknown.
+func mergeInstances(prev, observed []v1.InstanceStatus, old string) []v1.InstanceStatus {
+	out := slices.Clone(observed)
+	for _, p := range prev {
+		if slices.ContainsFunc(out, func(i v1.InstanceStatus) bool { return i.Name == p.Name }) {
+			continue
+		}
+		if p.Name == old {
+			p.Role, p.Classification = v1.RoleUnknown, "Down"
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b v1.InstanceStatus) int { return int(a.Ordinal - b.Ordinal) })
+	return out
+}

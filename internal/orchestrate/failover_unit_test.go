@@ -1,0 +1,102 @@
+package orchestrate
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
+)
+
+func mariaSnap(current, binlog, slave string) topology.Snapshot {
+	s := topology.Snapshot{Flavor: topology.Flavor{Line: topology.MariaDB}}
+	s.GTID.CurrentPos = gtid.MustParseMariaDBPos(current)
+	s.GTID.BinlogPos = gtid.MustParseMariaDBPos(binlog)
+	s.GTID.SlavePos = gtid.MustParseMariaDBPos(slave)
+	return s
+}
+
+func withState(s topology.Snapshot, state string) topology.Snapshot {
+	l, err := gtid.ParseMariaDBGTIDList(state)
+	if err != nil {
+		panic(err)
+	}
+	s.GTID.BinlogState = l
+	return s
+}
+
+func TestDivergence(t *testing.T) {
+	primary := withState(mariaSnap("0-1001-105", "0-1001-105", "0-1000-100"), "0-1000-100,0-1001-105")
+	tests := []struct {
+		name    string
+		replica topology.Snapshot
+		ok      bool
+		count   int64
+	}{
+		{"behind on the same history", withState(mariaSnap("0-1000-100", "0-1000-100", "0-1000-100"), "0-1000-100"), true, 0},
+		{"equal", withState(mariaSnap("0-1001-105", "0-1001-105", "0-1001-105"), "0-1000-100,0-1001-105"), true, 0},
+		{"old primary with unacknowledged transactions, lower sequence than the new primary's", withState(mariaSnap("0-1000-102", "0-1000-102", ""), "0-1000-102"), false, 2},
+		{"a replica's local write", withState(mariaSnap("0-1002-3", "0-1002-3", "0-1000-2"), "0-1000-2,0-1002-3"), false, 3},
+		{"same sequence from another server, positions only", mariaSnap("0-1002-105", "0-1002-105", "0-1001-104"), false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := divergence(primary, tt.replica)
+			if ok != tt.ok {
+				t.Fatalf("ok %v, want %v (%+v)", ok, tt.ok, e)
+			}
+			if !ok && (e.Count < tt.count || e.ErrantGTIDs == "" || !strings.Contains(e.Reason, "transactions the primary does not have")) {
+				t.Errorf("quarantine record %+v", e)
+			}
+		})
+	}
+	mysqlPrimary := topology.Snapshot{Flavor: topology.Flavor{Line: topology.MySQL80}}
+	mysqlPrimary.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-100")
+	mysqlPrimary.GTID.Purged = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-50")
+	behind := topology.Snapshot{Flavor: mysqlPrimary.Flavor}
+	behind.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-40")
+	if e, ok := divergence(mysqlPrimary, behind); ok || !strings.Contains(e.Reason, "purged") {
+		t.Errorf("a replica needing purged binlogs: ok %v %+v", ok, e)
+	}
+	behind.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-60")
+	if _, ok := divergence(mysqlPrimary, behind); !ok {
+		t.Error("a replica the binlogs still cover was refused")
+	}
+	errant := topology.Snapshot{Flavor: mysqlPrimary.Flavor}
+	errant.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-60,00000000-0000-0000-0000-000000000002:1-3")
+	if e, ok := divergence(mysqlPrimary, errant); ok || e.Count != 3 {
+		t.Errorf("errant MySQL replica: ok %v %+v", ok, e)
+	}
+}
+
+func TestResumesFromBinlog(t *testing.T) {
+	if !resumesFromBinlog(mariaSnap("0-1000-101", "0-1000-101", "0-1001-90")) {
+		t.Error("a former primary must resume from its binlog")
+	}
+	if resumesFromBinlog(mariaSnap("0-1000-101", "0-1000-101", "0-1000-101")) {
+		t.Error("a replica resumes from gtid_slave_pos")
+	}
+	if resumesFromBinlog(mariaSnap("", "", "")) {
+		t.Error("an empty server has nothing to resume")
+	}
+}
+
+func TestKnownHistory(t *testing.T) {
+	c := &v1.MysqlCluster{}
+	c.Name, c.Spec.Image = "db", "mariadb:10.11"
+	c.Status.CurrentPrimary = "db-1"
+	c.Status.KnownPrimaries = []string{"server_id:1000"}
+	c.Status.Instances = []v1.InstanceStatus{{Name: "db-1", Role: v1.RolePrimary, ServerID: 1001}, {Name: "db-2", Role: v1.RoleReplica, ServerID: 1002}}
+	c.Status.GTIDBootstrap = []v1.GTIDBootstrapRecord{{Ordinal: 0, BootstrapGTIDSet: "0-7-5", RecordedAt: metav1.Now()}, {Ordinal: 2, BootstrapGTIDSet: "1-9-9"}}
+	c.Status.ErrantInstances = []v1.ErrantInstance{{Name: "db-2"}}
+	h := knownHistory(c)
+	if len(h.PrimaryServerIDs) != 2 || h.PrimaryServerIDs[0] != 1000 || h.PrimaryServerIDs[1] != 1001 {
+		t.Errorf("primary server ids %v", h.PrimaryServerIDs)
+	}
+	if h.MariaDB.String() != "0-7-5" {
+		t.Errorf("provenance %s: a quarantined instance's bootstrap set must not count", h.MariaDB)
+	}
+}
