@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -178,6 +179,9 @@ func Verdict(c *v1.MysqlCluster, pods map[string]*corev1.Pod) (level, sentence s
 		case !podReadyCondition(p):
 			problems = append(problems, name+" is not ready")
 		}
+	}
+	if cond := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "InstancesDown" {
+		problems = append(problems, cond.Message)
 	}
 	if st.ObservedGeneration != c.Generation {
 		problems = append(problems, "the spec changed since it was last converged")

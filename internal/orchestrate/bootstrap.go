@@ -515,10 +515,7 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 				if err != nil {
 					return "", nil, err
 				}
-				if err := in.Fence(ctx); err != nil {
-					return "", nil, err
-				}
-				if _, err := in.KillClientConnections(ctx, ReplicationUser); err != nil {
+				if _, err := fence(ctx, in); err != nil {
 					return "", nil, err
 				}
 				if s, err = observe(m); err != nil {

@@ -406,6 +406,9 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 	ss := r.openSessions(ctx, v.ready, creds)
 	defer ss.close()
 	now := r.now()
+	// Only an old primary that answered (it restarted read-only and was fenced over SQL) is
+	// re-pointed by the failover itself; a dead one is not waited for.
+	oldAnswers := ev.PrimaryVerdict == string(failover.ReadOnly) && ev.FencedGTIDSet != ""
 
 	switch op.Stage {
 	case StageConfirming:
@@ -599,13 +602,13 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 		var errant []v1.ErrantInstance
 		for _, m := range v.ready {
 			name := m.pod.Name
-			if name == ev.Candidate || quarantined(c, name) {
-				continue
+			if name == ev.Candidate || quarantined(c, name) || name == old && !oldAnswers {
+				continue // a dead old primary is checked by reconcile when it returns
 			}
 			s, err := ss.observe(name)
 			if err != nil {
 				if name == old {
-					continue // still down: checked by reconcile when it returns
+					continue
 				}
 				return "", nil, err
 			}
@@ -647,6 +650,10 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 		for _, m := range v.ready {
 			name := m.pod.Name
 			if name == ev.Candidate || quarantined(c, name) {
+				continue
+			}
+			if name == old && !oldAnswers {
+				down = append(down, name)
 				continue
 			}
 			s, err := ss.observe(name)
@@ -755,10 +762,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 
 // fenceOverSQL fences a reachable primary and returns its GTID set at the verified fence.
 func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *sessions, name string) (string, string, error) {
-	if err := in.Fence(ctx); err != nil {
-		return "", "", err
-	}
-	killed, err := in.KillClientConnections(ctx, ReplicationUser)
+	killed, err := fence(ctx, in)
 	if err != nil {
 		return "", "", err
 	}
@@ -777,7 +781,29 @@ func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *sessions, name
 	if ps.Flavor.IsMySQL() {
 		method = "super_read_only=ON verified and client connections killed"
 	}
-	return executed(ps), fmt.Sprintf("%s (%d killed)", method, len(killed)), nil
+	return executed(ps), fmt.Sprintf("%s (%d killed)", method, killed), nil
+}
+
+// fence makes a server read-only and ends its client sessions. Sessions are killed first as
+// well as after: a primary starved of semi-sync acknowledgements has sessions waiting in commit,
+// and setting read_only waits for them (forever, with a long semi-sync timeout). Killing them
+// first never acknowledges their commits to the clients.
+func fence(ctx context.Context, in *topology.Instance) (int, error) {
+	first, err := in.KillClientConnections(ctx, ReplicationUser)
+	if err != nil {
+		return 0, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = in.Fence(fctx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	then, err := in.KillClientConnections(ctx, ReplicationUser)
+	if err != nil {
+		return 0, err
+	}
+	return len(first) + len(then), nil
 }
 
 // promote makes in a writable primary: replication stopped and reset, the semi-sync source side
@@ -849,12 +875,21 @@ func divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
 				continue
 			}
 			var have uint64
+			known := false
 			for _, p := range primary.GTID.BinlogState {
 				if p.Domain == g.Domain && p.ServerID == g.ServerID {
-					have = p.Seq
+					have, known = p.Seq, true
 				}
 			}
-			if g.Seq > have {
+			switch {
+			case !known:
+				// A server the primary never heard of: at least one transaction (sequence
+				// numbers are shared by every server of a domain, so no more can be told).
+				extra = append(extra, g.String())
+				count++
+			case g.Seq > have:
+				// The primary stopped receiving this server at have; in strict mode every
+				// later sequence number up to g.Seq was written by it.
 				extra = append(extra, g.String())
 				count += int64(g.Seq - have)
 			}

@@ -52,6 +52,12 @@ func (w *writer) run(ctx context.Context, service, password string) {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := conn.ExecContext(wctx, "INSERT INTO app.w VALUES (?)", id)
 		cancel()
+		if err != nil && strings.Contains(err.Error(), "Duplicate entry") {
+			// An earlier attempt at this id committed without its acknowledgement reaching us
+			// (the primary died after a replica received it): not acknowledged, move on.
+			id++
+			continue
+		}
 		if err != nil {
 			w.mu.Lock()
 			w.errors++
