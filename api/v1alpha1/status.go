@@ -146,6 +146,14 @@ type InstanceStatus struct {
 	// PodUID identifies the pod incarnation observed.
 	// +optional
 	PodUID string `json:"podUID,omitempty"`
+	// PodIP is the address the instance had, which replicas use as their source: failure
+	// detection asks the replicas about it even when the pod object is gone.
+	// +optional
+	PodIP string `json:"podIP,omitempty"`
+	// SemiSyncSource is true when the instance was observed as a semi-synchronous source with a
+	// timeout of at least an hour: stopping every replica's receiver then stops it committing.
+	// +optional
+	SemiSyncSource bool `json:"semiSyncSource,omitempty"`
 	// Role is the instance's role.
 	// +optional
 	Role Role `json:"role,omitempty"`
@@ -287,6 +295,12 @@ type OperationEvidence struct {
 	// Detection lists the observations the verdict was drawn from.
 	// +optional
 	Detection []string `json:"detection,omitempty"`
+	// RollbackReason is why the operation is being rolled back (stage RollingBack), and
+	// RollbackResult the result it ends with: Failed or Aborted.
+	// +optional
+	RollbackReason string `json:"rollbackReason,omitempty"`
+	// +optional
+	RollbackResult string `json:"rollbackResult,omitempty"`
 	// TransactionsMissing counts the fenced primary's transactions the candidate had not applied
 	// when the catch-up bound ran out (failover of a reachable primary only).
 	// +optional

@@ -24,6 +24,7 @@ type FailoverOptions struct {
 	CatchUpTimeout time.Duration
 	Dialer         string
 	Plan           planFlags
+	resumeOnly     bool
 }
 
 // NewCmdFailover replaces a dead primary.
@@ -102,7 +103,7 @@ failover continues with 'resume NAME'; before promotion, 'abort NAME' rolls it b
 }
 
 func (o *FailoverOptions) options() orchestrate.FailoverOptions {
-	return orchestrate.FailoverOptions{To: o.To, Force: o.Force, Reason: o.Reason, CatchUpTimeout: o.CatchUpTimeout}
+	return orchestrate.FailoverOptions{To: o.To, Force: o.Force, Reason: o.Reason, CatchUpTimeout: o.CatchUpTimeout, ResumeOnly: o.resumeOnly}
 }
 
 // Run performs (or resumes) the failover under the cluster's lease, or prints its plan.

@@ -67,10 +67,10 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 	case orchestrate.OperationBootstrap, orchestrate.OperationConverge:
 		return runBootstrap(ctx, o.f, key, o.Dialer, o.Timeout, true)
 	case orchestrate.OperationSwitchover:
-		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer}).Run(ctx)
+		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, resumeOnly: true}).Run(ctx)
 	case orchestrate.OperationFailover:
 		// --force and its reason are in the recorded evidence: the resumed stages honour them.
-		return (&FailoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Plan: planFlags{Output: "text"}}).Run(ctx)
+		return (&FailoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)
 	}
 	return fmt.Errorf("this mysqlctl cannot resume a %q operation (recorded by a newer version?)", op.Type)
 }

@@ -24,6 +24,7 @@ type SwitchoverOptions struct {
 	CatchUpTimeout time.Duration
 	Dialer         string
 	Plan           planFlags
+	resumeOnly     bool
 }
 
 // NewCmdSwitchover moves the primary role in a planned way.
@@ -90,7 +91,7 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 		return err
 	}
 	key := client.ObjectKeyFromObject(cluster)
-	opts := orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout}
+	opts := orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout, ResumeOnly: o.resumeOnly}
 	if o.Plan.DryRun {
 		p, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
 			return r.PlanSwitchover(ctx, key, opts)

@@ -101,10 +101,16 @@ func Judge(primary, primaryAddr string, checks []Check, threshold int, members [
 	ev = append(ev, fmt.Sprintf("%s failed %d consecutive check(s) of pod uid %s (threshold %d): %s", primary, failed, last.PodUID, threshold, what))
 	var agree, disagree []string
 	for _, m := range members {
+		r := m.Snapshot.Replica
 		if m.Quarantined {
+			// A quarantined replica never corroborates a death, but one still receiving from
+			// the primary proves it alive.
+			if r != nil && r.SourceHost == primaryAddr && r.IOThread == topology.ThreadRunning {
+				disagree = append(disagree, m.Name)
+				ev = append(ev, m.Name+" (quarantined) still receives from the primary (IO thread running)")
+			}
 			continue
 		}
-		r := m.Snapshot.Replica
 		switch {
 		case r == nil:
 			ev = append(ev, m.Name+" has no replication configured")
@@ -258,12 +264,23 @@ func Elect(in ElectInput) (Decision, error) {
 	case chosen != nil:
 		d.Reason = "holds every other survivor's transactions (most advanced), no errant ones, within the lag bound"
 	case in.Force:
-		for _, j := range all {
-			if j.m.Quarantined || j.m.Snapshot.Replica == nil {
-				continue
-			}
-			if in.Requested == "" || j.m.Name == in.Requested {
+		// Forced: the requested replica, else the most advanced one that is neither errant nor
+		// stopped on an applier error, else the most advanced replica at all.
+		for _, pass := range []func(*judged) bool{
+			func(j *judged) bool { return !j.errant && j.m.Snapshot.Replica.LastSQLErrno == 0 },
+			func(*judged) bool { return true },
+		} {
+			for _, j := range all {
+				if j.m.Quarantined || j.m.Snapshot.Replica == nil {
+					continue
+				}
+				if in.Requested != "" && j.m.Name != in.Requested || in.Requested == "" && !pass(j) {
+					continue
+				}
 				chosen = j
+				break
+			}
+			if chosen != nil {
 				break
 			}
 		}
@@ -320,6 +337,9 @@ type history struct {
 	mariadb bool
 	set     gtid.MySQLSet
 	pos     gtid.MariaDBPos
+	// state is MariaDB's gtid_binlog_state: the last sequence number of every (domain,
+	// server_id) in the binlog, which proves what positions cannot (see gtid.Relation).
+	state []gtid.MariaDBGTID
 }
 
 // receivedAndExecuted is what the instance will have applied once its relay log is drained.
@@ -327,9 +347,19 @@ type history struct {
 // a divergence between the two is reported as the reason the instance is unsafe.
 func receivedAndExecuted(s topology.Snapshot) (history, string) {
 	if s.Flavor.IsMariaDB() {
-		h := history{mariadb: true, pos: s.GTID.CurrentPos}
+		h := history{mariadb: true, pos: s.GTID.CurrentPos, state: slices.Clone(s.GTID.BinlogState)}
 		if s.GTID.IOPos.IsEmpty() {
 			return h, ""
+		}
+		// What the relay log holds will be in the binlog once applied (log_slave_updates).
+		for _, g := range s.GTID.IOPos.GTIDs() {
+			i := slices.IndexFunc(h.state, func(x gtid.MariaDBGTID) bool { return x.Domain == g.Domain && x.ServerID == g.ServerID })
+			switch {
+			case i < 0:
+				h.state = append(h.state, g)
+			case h.state[i].Seq < g.Seq:
+				h.state[i] = g
+			}
 		}
 		u, err := s.GTID.CurrentPos.Union(s.GTID.IOPos)
 		if err != nil {
@@ -365,10 +395,23 @@ func (h history) String() string {
 // contains reports whether h holds all of o, and if not, what is lacking.
 func (h history) contains(o history) (string, bool) {
 	if h.mariadb {
-		if h.pos.Contains(o.pos) {
-			return "", true
+		if !h.pos.Contains(o.pos) {
+			return fmt.Sprintf("%s, not proven within %s", o.pos, h.pos), false
 		}
-		return fmt.Sprintf("%s, not proven within %s", o.pos, h.pos), false
+		// Every server's transactions o holds must be held by h as far: with strict mode a
+		// server's sequence numbers are linear, so a later last number is a proof.
+		for _, g := range o.state {
+			var have uint64
+			for _, x := range h.state {
+				if x.Domain == g.Domain && x.ServerID == g.ServerID {
+					have = x.Seq
+				}
+			}
+			if g.Seq > have {
+				return fmt.Sprintf("%s (from server_id %d; it has that server only up to %d)", g, g.ServerID, have), false
+			}
+		}
+		return "", true
 	}
 	if h.set.Contains(o.set) {
 		return "", true

@@ -63,6 +63,8 @@ func TestJudge(t *testing.T) {
 		{"no replica can corroborate", []Check{down, down, down}, nil, Unreachable, "no replica can corroborate"},
 		{"quarantined replicas do not corroborate", []Check{down, down, down},
 			[]Member{{Name: "db-1", Quarantined: true, Snapshot: lost[0].Snapshot}}, Unreachable, "no replica can corroborate"},
+		{"a quarantined replica still receiving proves the primary alive", []Check{down, down, down},
+			[]Member{lost[0], {Name: "db-2", Quarantined: true, Snapshot: mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning).Snapshot}}, Unreachable, "db-2 still receive"},
 		{"replicas of another source do not corroborate", []Check{down, down, down},
 			func() []Member {
 				m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadStopped)
@@ -179,7 +181,37 @@ func TestElect(t *testing.T) {
 			errPart: "applier stopped with error 1062",
 		},
 		{
-			name: "MySQL: received transactions count, divergent sets leave no candidate",
+			name: "MariaDB: a lower position from another server is not contained (binlog state proves it)",
+			in: ElectInput{History: topology.History{PrimaryServerIDs: []uint32{1000, 1001}}, Members: []Member{
+				func() Member {
+					// Was primary (1001) for a while: 0-1001-105 is its last.
+					m := mariadb("db-1", 1001, "0-1001-105", "", topology.ThreadConnecting)
+					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1000, Seq: 100}, {Domain: 0, ServerID: 1001, Seq: 105}}
+					return m
+				}(),
+				func() Member {
+					// Holds 0-1000-101, which db-1 never received although 101 < 105.
+					m := mariadb("db-2", 1002, "0-1000-101", "", topology.ThreadConnecting)
+					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1000, Seq: 101}}
+					return m
+				}(),
+			}},
+			errPart: "db-1: lacks transactions db-2 has: 0-1000-101",
+		},
+		{
+			name: "force prefers a clean replica over a more advanced errant one",
+			in: ElectInput{History: known, Force: true, Missing: []string{"db-3"}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+				func() Member {
+					m := mariadb("db-2", 1002, "0-1002-11", "", topology.ThreadConnecting)
+					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1000, Seq: 10}, {Domain: 0, ServerID: 1002, Seq: 11}}
+					return m
+				}(),
+			}},
+			want: "db-1", safe: false,
+		},
+		{
+			name: "MySQL: received transactions count",
 			in: ElectInput{History: topology.History{PrimaryUUIDs: []string{"00000000-0000-0000-0000-000000000000"}}, Members: []Member{
 				mysqlMember("db-1", 1, "00000000-0000-0000-0000-000000000000:1-10", "00000000-0000-0000-0000-000000000000:1-12"),
 				mysqlMember("db-2", 2, "00000000-0000-0000-0000-000000000000:1-11", ""),

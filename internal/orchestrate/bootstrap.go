@@ -489,7 +489,13 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			}
 		}
 		evidence := fmt.Sprintf("primary %s chosen: %s", primaryName, map[bool]string{true: "recorded as primary before", false: "ordinal 0 of a new cluster"}[c.Status.CurrentPrimary != ""])
+		ps, err := observe(primary)
+		if err != nil {
+			return "", nil, err
+		}
+		id := identity(ps)
 		return StageJoiningReplicas, func(s *v1.MysqlClusterStatus) {
+			addKnownPrimary(s, id)
 			s.CurrentPrimary = primaryName
 			s.Operation.Evidence = &v1.OperationEvidence{Candidate: primaryName, CandidateReason: evidence}
 		}, nil
@@ -547,10 +553,8 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 				}
 			}
 		}
-		for _, e := range errant {
-			if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
-				return "", nil, err
-			}
+		if err := r.quarantine(ctx, c, ss, errant); err != nil {
+			return "", nil, err
 		}
 		return StageOpeningPrimary, func(s *v1.MysqlClusterStatus) {
 			for _, e := range errant {
@@ -798,7 +802,7 @@ func executed(s topology.Snapshot) string {
 func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps map[string]topology.Snapshot, primary string) []v1.InstanceStatus {
 	var out []v1.InstanceStatus
 	for _, m := range members {
-		st := v1.InstanceStatus{Name: m.pod.Name, Ordinal: m.ordinal, PodUID: string(m.pod.UID), Role: v1.RoleReplica}
+		st := v1.InstanceStatus{Name: m.pod.Name, Ordinal: m.ordinal, PodUID: string(m.pod.UID), PodIP: m.pod.Status.PodIP, Role: v1.RoleReplica}
 		for _, cs := range m.pod.Status.ContainerStatuses {
 			if cs.Name == ContainerName {
 				st.Restarts = cs.RestartCount
@@ -819,6 +823,7 @@ func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps 
 			st.ServerUUID = s.ServerUUID
 			st.Version = s.Flavor.VersionString
 			st.GTIDExecuted = executed(s)
+			st.SemiSyncSource = fencesByReceivers(s)
 			t := metav1.NewTime(s.ObservedAt)
 			st.LastSeen = &t
 			if s.Replica != nil {

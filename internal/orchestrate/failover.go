@@ -60,6 +60,8 @@ type FailoverOptions struct {
 	CatchUpTimeout time.Duration
 	// CheckTimeout bounds one check of the primary (default 1s).
 	CheckTimeout time.Duration
+	// ResumeOnly continues the recorded failover and never starts one.
+	ResumeOnly bool
 }
 
 func (o *FailoverOptions) defaults() {
@@ -89,7 +91,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 		}
 		op := cluster.Status.Operation
 		if op == nil {
-			if started {
+			if started || opts.ResumeOnly {
 				return r.lastResult(cluster, OperationFailover)
 			}
 			if cluster.Status.CurrentPrimary == "" {
@@ -212,7 +214,7 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 		}
 		if ok && podReady(p) {
 			v.ready = append(v.ready, instance{ordinal: ord, pod: p})
-		} else if !quarantined(c, name) {
+		} else {
 			v.missing = append(v.missing, name)
 		}
 	}
@@ -220,7 +222,7 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 		// The pod is gone: the replicas still know the address recorded in the last observation.
 		for _, i := range c.Status.Instances {
 			if i.Name == old {
-				v.oldPodUID = i.PodUID
+				v.oldAddr, v.oldPodUID = i.PodIP, i.PodUID
 			}
 		}
 	}
@@ -239,9 +241,7 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if !quarantined(c, name) {
-				missing = append(missing, name)
-			}
+			missing = append(missing, name)
 			continue
 		}
 		fm := failover.Member{Name: name, Ordinal: m.ordinal, Snapshot: s, Quarantined: quarantined(c, name)}
@@ -280,7 +280,9 @@ func (r *Runner) checkPrimary(ctx context.Context, c *v1.MysqlCluster, v failove
 	}
 	defer func() { _ = in.Close() }()
 	s := in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
-	if !s.Reachable || s.Err != nil && s.Err.Stage == "state" {
+	if !s.Complete() {
+		// An answer that could not be read whole proves nothing about writability: the check
+		// fails, and the replicas' view decides.
 		if s.Err != nil {
 			ch.Detail = s.Err.Error()
 		}
@@ -332,6 +334,75 @@ func knownHistory(c *v1.MysqlCluster) topology.History {
 		}
 	}
 	return h
+}
+
+// quarantine takes instances out of service: replication stopped (a quarantined replica must
+// never acknowledge a commit) and the quarantined role label, so no Service selects them.
+func (r *Runner) quarantine(ctx context.Context, c *v1.MysqlCluster, ss *sessions, errant []v1.ErrantInstance) error {
+	for _, e := range errant {
+		in, err := ss.connect(e.Name)
+		if err != nil {
+			return err
+		}
+		if snap, err := ss.observe(e.Name); err != nil {
+			return err
+		} else if snap.Replica != nil {
+			if err := in.StopReplica(ctx); err != nil {
+				return err
+			}
+		}
+		if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
+			return err
+		}
+		r.event(ctx, c, true, "Quarantined", fmt.Sprintf("%s: %s (%d divergent transaction(s): %s)", e.Name, e.Reason, e.Count, e.ErrantGTIDs))
+	}
+	return nil
+}
+
+// evidenceOf returns the operation's evidence, creating it if an older writer left none.
+func evidenceOf(s *v1.MysqlClusterStatus) *v1.OperationEvidence {
+	if s.Operation.Evidence == nil {
+		s.Operation.Evidence = &v1.OperationEvidence{}
+	}
+	return s.Operation.Evidence
+}
+
+// recordedSemiSyncSource reports whether the instance was last observed as a semi-sync source
+// whose timeout makes the receiver fence hold.
+func recordedSemiSyncSource(c *v1.MysqlCluster, name string) bool {
+	for _, i := range c.Status.Instances {
+		if i.Name == name {
+			return i.SemiSyncSource
+		}
+	}
+	return false
+}
+
+// fencesByReceivers reports whether the observed server is a semi-sync source that stops
+// committing while no replica acknowledges, for at least MinFenceSemiSyncTimeout.
+func fencesByReceivers(s topology.Snapshot) bool {
+	return s.SemiSync.SourceEnabled && s.SemiSync.TimeoutMillis >= MinFenceSemiSyncTimeout.Milliseconds()
+}
+
+// markPrimary records the instance as the primary in status.instances, with its observed
+// semi-sync source state, and the old primary as what it now is.
+func markPrimary(s *v1.MysqlClusterStatus, primary string, snap topology.Snapshot, old string, oldRole v1.Role) {
+	for i := range s.Instances {
+		switch s.Instances[i].Name {
+		case primary:
+			s.Instances[i].Role, s.Instances[i].Classification = v1.RolePrimary, string(topology.ClassPrimary)
+			s.Instances[i].SemiSyncSource = fencesByReceivers(snap)
+		case old:
+			s.Instances[i].Role, s.Instances[i].SemiSyncSource = oldRole, false
+		}
+	}
+}
+
+// semiSyncProof reports whether the cluster's configuration makes every acknowledged commit
+// reach a replica first: semi-sync on, with a timeout too long to fall back to asynchronous
+// within an operation.
+func semiSyncProof(c *v1.MysqlCluster) bool {
+	return c.Spec.SemiSync.SemiSyncEnabled() && (c.Spec.SemiSync.Timeout == nil || c.Spec.SemiSync.Timeout.Duration >= MinFenceSemiSyncTimeout)
 }
 
 func maxCandidateLag(c *v1.MysqlCluster) time.Duration {
@@ -425,7 +496,8 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 		}
 		r.event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
 		return StageFencing, func(s *v1.MysqlClusterStatus) {
-			s.Operation.Evidence.PrimaryVerdict, s.Operation.Evidence.Detection = string(j.Verdict), detection
+			e := evidenceOf(s)
+			e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
 			s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
 		}, nil
 
@@ -435,21 +507,60 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 			return "", nil, err
 		}
 		if ev.PrimaryVerdict == string(failover.ReadOnly) {
-			if in, err := ss.connect(old); err == nil {
-				if fenced, method, err := fenceOverSQL(ctx, in, ss, old); err == nil {
-					r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
-					return StageElecting, func(s *v1.MysqlClusterStatus) {
-						e := s.Operation.Evidence
-						e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
-					}, nil
+			in, err := ss.connect(old)
+			var fenced, method string
+			if err == nil {
+				fenced, method, err = fenceOverSQL(ctx, in, ss, old)
+			}
+			if err != nil {
+				// Only an old primary that stopped answering falls back to the receiver
+				// fence; any other failure is reported, never silently replaced.
+				if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout {
+					return "", nil, err
 				}
+			} else {
+				r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+				return StageElecting, func(s *v1.MysqlClusterStatus) {
+					e := evidenceOf(s)
+					e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+				}, nil
 			}
 			// It stopped answering since Confirming: fence it as an unreachable primary.
 		}
 		members, missing := v.members(c, ss)
-		var stopped, notes []string
+		// Everything that makes the receiver fence unprovable is known before acting: a refused
+		// failover must not leave a live primary starved of acknowledgements.
+		var blocked, notes []string
+		switch {
+		case !c.Spec.SemiSync.SemiSyncEnabled():
+			blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
+		case c.Spec.SemiSync.Timeout != nil && c.Spec.SemiSync.Timeout.Duration < MinFenceSemiSyncTimeout:
+			blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", c.Spec.SemiSync.Timeout.Duration, MinFenceSemiSyncTimeout))
+		case !recordedSemiSyncSource(c, old):
+			blocked = append(blocked, old+" was not last observed as a semi-synchronous source (with too few replicas to acknowledge, or restarted), so it may commit without acknowledgements")
+		}
+		if len(missing) > 0 {
+			blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
+		}
+		receivers := 0
 		for _, m := range members {
-			if m.Quarantined || m.Snapshot.Replica == nil {
+			if m.Snapshot.Replica != nil {
+				receivers++
+			}
+		}
+		if receivers == 0 {
+			blocked = append(blocked, "no replica receiver to stop")
+		}
+		if len(blocked) > 0 && !forced {
+			reason := "fence Blocked: " + strings.Join(blocked, "; ")
+			return "", nil, r.degrade(ctx, c, op, reason+"; nothing was stopped and nothing was promoted (failover --force --reason TEXT overrides)", func(s *v1.MysqlClusterStatus) {
+				evidenceOf(s).FenceState = v1.FenceBlocked
+			})
+		}
+		// Every receiver, quarantined replicas' included: any of them could acknowledge.
+		var stopped []string
+		for _, m := range members {
+			if m.Snapshot.Replica == nil {
 				continue
 			}
 			in, err := ss.connect(m.Name)
@@ -461,7 +572,6 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 			}
 			stopped = append(stopped, m.Name)
 		}
-		// Verify: every receiver is stopped.
 		for _, name := range stopped {
 			in, err := ss.connect(name)
 			if err != nil {
@@ -472,46 +582,30 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 				return "", nil, notYet("IO thread of %s not proven stopped yet", name)
 			}
 		}
-		var blocked []string
-		if !c.Spec.SemiSync.SemiSyncEnabled() {
-			blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
-		} else if t := c.Spec.SemiSync.Timeout; t != nil && t.Duration < MinFenceSemiSyncTimeout {
-			blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", t.Duration, MinFenceSemiSyncTimeout))
-		}
-		if len(missing) > 0 {
-			blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
-		}
-		if len(stopped) == 0 {
-			blocked = append(blocked, "no replica receiver could be stopped")
-		}
 		method := fenceByReceivers + " (" + strings.Join(stopped, ", ") + ")"
 		if len(blocked) > 0 {
-			reason := "fence Blocked: " + strings.Join(blocked, "; ")
-			if !forced {
-				return "", nil, r.degrade(ctx, c, op, reason+"; nothing was promoted (failover --force --reason TEXT overrides)", func(s *v1.MysqlClusterStatus) {
-					s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceBlocked, method
-				})
-			}
-			notes = append(notes, reason, "FORCED past a Blocked fence: "+ev.Forced)
+			notes = append(notes, "fence Blocked: "+strings.Join(blocked, "; "), "FORCED past a Blocked fence: "+ev.Forced)
 			r.event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
 			return StageElecting, func(s *v1.MysqlClusterStatus) {
-				s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
+				e := evidenceOf(s)
+				e.FenceState, e.FenceMethod = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
 			}, nil
 		}
 		r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
 		return StageElecting, func(s *v1.MysqlClusterStatus) {
-			s.Operation.Evidence.FenceState, s.Operation.Evidence.FenceMethod = v1.FenceVerified, method
+			e := evidenceOf(s)
+			e.FenceState, e.FenceMethod = v1.FenceVerified, method
 		}, nil
 
 	case StageElecting:
 		members, missing := v.members(c, ss)
 		d, err := failover.Elect(failover.ElectInput{
-			Members: members, Missing: missing, History: knownHistory(c), MaxLag: maxCandidateLag(c),
+			Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), History: knownHistory(c), MaxLag: maxCandidateLag(c),
 			Requested: op.Target, Force: forced,
 		})
 		if err != nil {
 			return "", nil, r.degrade(ctx, c, op, err.Error()+"; nothing was promoted", func(s *v1.MysqlClusterStatus) {
-				s.Operation.Evidence.Rejected = d.Rejected
+				evidenceOf(s).Rejected = d.Rejected
 			})
 		}
 		reason := d.Reason
@@ -520,7 +614,7 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 		}
 		r.event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
 		return StageWaitingForRelayLog, func(s *v1.MysqlClusterStatus) {
-			e := s.Operation.Evidence
+			e := evidenceOf(s)
 			e.Candidate, e.CandidateGTIDSet, e.CandidateReason, e.Rejected = d.Candidate, d.CandidateSet, reason, d.Rejected
 		}, nil
 
@@ -540,16 +634,58 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 			// The old primary answered and was fenced over SQL: the candidate also waits for its
 			// fenced set, bounded. What it still lacks afterwards was never acknowledged by a
 			// replica (semi-sync) and makes the old primary divergent: it will be quarantined.
-			if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
+			err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout)
+			if err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
 				return "", nil, err
 			}
-			cs, err := ss.observe(ev.Candidate)
+			cs, oerr := ss.observe(ev.Candidate)
+			if oerr != nil {
+				return "", nil, oerr
+			}
+			missingN = missing(cs, ev.FencedGTIDSet)
+			if err != nil && !semiSyncProof(c) && !forced {
+				// Without semi-sync's guarantee the transactions it lacks may have been
+				// acknowledged: keep waiting (abort rolls back, --force overrides).
+				return "", nil, notYet("%s still lacks %d transaction(s) of the fenced primary's %s, which may have been acknowledged (semi-sync is not guaranteeing otherwise)", ev.Candidate, missingN, ev.FencedGTIDSet)
+			}
+		}
+		return StagePromoting, func(s *v1.MysqlClusterStatus) { evidenceOf(s).TransactionsMissing = missingN }, nil
+
+	case StageRollingBack:
+		// Nothing was promoted: the receivers the fence stopped run again and the old primary
+		// is back in the primary Service (still read-only if it was fenced over SQL: it was
+		// not taking writes). The primary is still down, so the cluster stays Degraded.
+		members, missing := v.members(c, ss)
+		var done []string
+		for _, m := range members {
+			if m.Snapshot.Replica == nil || m.Snapshot.Replica.IOThread != topology.ThreadStopped || m.Quarantined {
+				continue
+			}
+			in, err := ss.connect(m.Name)
 			if err != nil {
 				return "", nil, err
 			}
-			missingN = missing(cs, ev.FencedGTIDSet)
+			if err := in.StartIOThread(ctx); err != nil {
+				return "", nil, err
+			}
+			done = append(done, m.Name+" receiver restarted")
 		}
-		return StagePromoting, func(s *v1.MysqlClusterStatus) { s.Operation.Evidence.TransactionsMissing = missingN }, nil
+		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
+		done = append(done, old+" back in the primary Service")
+		msg := ev.RollbackReason + ": " + strings.Join(done, "; ")
+		if len(missing) > 0 {
+			msg += "; unreachable, check their receivers when they return: " + strings.Join(missing, ", ")
+		}
+		r.event(ctx, c, true, "FailoverRolledBack", msg)
+		t := metav1.NewTime(now)
+		return "", func(s *v1.MysqlClusterStatus) {
+			finish(s, now, ev.RollbackResult, msg, 0)
+			s.Phase = v1.PhaseDegraded
+			s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRolledBack", Message: msg})
+		}, nil
 
 	case StagePromoting:
 		in, err := ss.connect(ev.Candidate)
@@ -581,8 +717,11 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 			return "", nil, err
 		}
 		id := identity(s)
-		r.event(ctx, c, false, "Promoted", ev.Candidate+" promoted: replication reset, writable")
-		return StageMovingPrimary, func(st *v1.MysqlClusterStatus) { addKnownPrimary(st, id) }, nil
+		r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", ev.Candidate, s.SemiSync.SourceEnabled))
+		return StageMovingPrimary, func(st *v1.MysqlClusterStatus) {
+			addKnownPrimary(st, id)
+			markPrimary(st, ev.Candidate, s, old, v1.RoleUnknown)
+		}, nil
 
 	case StageMovingPrimary:
 		if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
@@ -627,11 +766,8 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 				return "", nil, err
 			}
 		}
-		for _, e := range errant {
-			if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
-				return "", nil, err
-			}
-			r.event(ctx, c, true, "Quarantined", e.Name+": "+e.Reason)
+		if err := r.quarantine(ctx, c, ss, errant); err != nil {
+			return "", nil, err
 		}
 		return StageVerifying, func(s *v1.MysqlClusterStatus) {
 			for _, e := range errant {
@@ -684,23 +820,20 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 			down = append(down, old)
 		}
 		down = append(down, v.missing...)
+		// Counted when the candidate was promoted, not now: the new primary has taken writes since.
 		lost := int64(0)
 		lostWhy := "every acknowledged transaction is on the new primary"
 		switch {
-		case ev.FencedGTIDSet != "":
-			lost = missing(ns, ev.FencedGTIDSet)
-			if lost > 0 {
-				lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary", lost)
-				if c.Spec.SemiSync.SemiSyncEnabled() && (c.Spec.SemiSync.Timeout == nil || c.Spec.SemiSync.Timeout.Duration >= MinFenceSemiSyncTimeout) {
-					// Semi-sync without a timeout acknowledges a commit only once a replica
-					// received it; the candidate held every replica's transactions.
-					lostWhy += "; none was acknowledged to a client (no replica received them)"
-					lost = 0
-				}
-			}
-		case ev.FenceState != v1.FenceVerified || ev.Forced != "":
+		case forced:
 			lost = -1
-			lostWhy = "unknown: the failover was forced without a verified fence or a provably complete candidate"
+			lostWhy = "unknown: the failover was forced (" + ev.Forced + ")"
+		case ev.TransactionsMissing > 0 && semiSyncProof(c):
+			// A commit is acknowledged only once a replica received it, and the candidate
+			// held every replica's transactions: the ones it lacks were never acknowledged.
+			lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary; none was acknowledged to a client (no replica received them)", ev.TransactionsMissing)
+		case ev.TransactionsMissing > 0:
+			lost = ev.TransactionsMissing
+			lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary", lost)
 		}
 		dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
 		msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)

@@ -31,6 +31,9 @@ const (
 	StageMovingPrimary       = "MovingPrimary"
 	StageRepointing          = "Repointing"
 	StageVerifying           = "Verifying"
+	// StageRollingBack undoes a switchover or failover that has not promoted anyone: reached on
+	// a timeout or by abort, persisted before any undoing so that a crash resumes the rollback.
+	StageRollingBack = "RollingBack"
 )
 
 // SwitchoverStages lists the stages in order.
@@ -45,6 +48,8 @@ type SwitchoverOptions struct {
 	CatchUpTimeout time.Duration
 	// MaxLag is the largest lag a candidate may have when validated (default 10s).
 	MaxLag time.Duration
+	// ResumeOnly continues the recorded switchover and never starts one.
+	ResumeOnly bool
 }
 
 func (o *SwitchoverOptions) defaults() {
@@ -72,7 +77,7 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 		}
 		op := cluster.Status.Operation
 		if op == nil {
-			if started {
+			if started || opts.ResumeOnly {
 				return r.finishedResult(cluster)
 			}
 			if cluster.Status.Phase != v1.PhaseRunning || cluster.Status.CurrentPrimary == "" {
@@ -113,10 +118,13 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 func (r *Runner) finishedResult(c *v1.MysqlCluster) error {
 	for _, h := range c.Status.History {
 		if h.Type == OperationSwitchover {
-			if h.Result == "Succeeded" {
+			switch h.Result {
+			case "Succeeded":
 				return nil
+			case "Aborted":
+				return fmt.Errorf("%w: %s", ErrAborted, h.Message)
 			}
-			return fmt.Errorf("%w: %s", ErrRolledBack, h.Message)
+			return fmt.Errorf("%w: %w: %s", outcome.ErrUnsafe, ErrRolledBack, h.Message)
 		}
 	}
 	return nil
@@ -180,6 +188,11 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		if err != nil {
 			return "", nil, err
 		}
+		// Out of the primary Service first: a client that reconnects (root on MariaDB has READ
+		// ONLY ADMIN and would write through read_only) no longer reaches it.
+		if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
+			return "", nil, err
+		}
 		fenced, method, err := fenceOverSQL(ctx, in, ss, old)
 		if err != nil {
 			return "", nil, err
@@ -197,29 +210,58 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		}
 		if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil {
 			if errors.Is(err, topology.ErrWaitTimeout) {
-				// Roll back: the old primary takes writes again, nothing changed hands.
-				oldIn, cerr := connect(old)
-				if cerr != nil {
-					return "", nil, cerr
-				}
-				if err := oldIn.MakeWritable(ctx); err != nil {
-					return "", nil, err
-				}
-				return "", nil, r.failSwitchover(ctx, c, op, fmt.Sprintf("%s did not apply the fenced primary's %s within %s; the fence on %s was undone", ev.Candidate, ev.FencedGTIDSet, opts.CatchUpTimeout, old))
+				// Roll back, persisted first: a crash half-way through resumes the rollback,
+				// never the promotion of a candidate while the old primary is writable again.
+				reason := fmt.Sprintf("%s did not apply the fenced primary's %s within %s", ev.Candidate, ev.FencedGTIDSet, opts.CatchUpTimeout)
+				return StageRollingBack, func(s *v1.MysqlClusterStatus) {
+					e := evidenceOf(s)
+					e.RollbackReason, e.RollbackResult = reason, "Failed"
+				}, nil
 			}
 			return "", nil, err
 		}
 		return StagePromoting, nil, nil
+
+	case StageRollingBack:
+		// Nothing changed hands: the old primary takes writes again.
+		in, err := connect(old)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.MakeWritable(ctx); err != nil {
+			return "", nil, err
+		}
+		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
+		msg := ev.RollbackReason + "; the fence on " + old + " was undone, it is the primary again"
+		r.event(ctx, c, true, "SwitchoverRolledBack", msg)
+		return "", func(s *v1.MysqlClusterStatus) { finish(s, now, ev.RollbackResult, msg, 0) }, nil
 
 	case StagePromoting:
 		in, err := connect(ev.Candidate)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := r.promote(ctx, c, in, len(members)-1); err != nil {
+		acks := 0
+		for _, m := range members {
+			if m.pod.Name != ev.Candidate && !quarantined(c, m.pod.Name) {
+				acks++
+			}
+		}
+		if err := r.promote(ctx, c, in, acks); err != nil {
 			return "", nil, err
 		}
-		return StageMovingPrimary, nil, nil
+		ps, err := observe(ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		id := identity(ps)
+		r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", ev.Candidate, ps.SemiSync.SourceEnabled))
+		return StageMovingPrimary, func(s *v1.MysqlClusterStatus) {
+			addKnownPrimary(s, id)
+			markPrimary(s, ev.Candidate, ps, old, v1.RoleReplica)
+		}, nil
 
 	case StageMovingPrimary:
 		if err := r.labelRole(ctx, c, old, v1.RoleReplica); err != nil {
@@ -299,12 +341,10 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		}
 		r.event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
 		return "", func(s *v1.MysqlClusterStatus) {
+			markPrimary(s, ev.Candidate, ns, old, v1.RoleReplica)
 			for i := range s.Instances {
-				switch s.Instances[i].Name {
-				case ev.Candidate:
-					s.Instances[i].Role, s.Instances[i].Classification = v1.RolePrimary, string(topology.ClassPrimary)
-				case old:
-					s.Instances[i].Role, s.Instances[i].Classification = v1.RoleReplica, string(topology.ClassReplicating)
+				if s.Instances[i].Name == old {
+					s.Instances[i].Classification = string(topology.ClassReplicating)
 				}
 			}
 			finish(s, now, "Succeeded", msg, lost)
@@ -406,7 +446,18 @@ func missing(s topology.Snapshot, fenced string) int64 {
 		if err != nil {
 			return -1
 		}
-		return int64(p.Subtract(s.GTID.CurrentPos).Count())
+		// Per domain, the sequence numbers between what s has and the fenced position (a
+		// divergence at an equal number counts one).
+		var n int64
+		for _, g := range p.Subtract(s.GTID.CurrentPos).GTIDs() {
+			have, _ := s.GTID.CurrentPos.Domain(g.Domain)
+			if have.Seq < g.Seq {
+				n += int64(g.Seq - have.Seq)
+			} else {
+				n++
+			}
+		}
+		return n
 	}
 	set, err := gtid.ParseMySQLSet(fenced)
 	if err != nil {
