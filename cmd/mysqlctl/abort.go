@@ -34,7 +34,8 @@ in the history as Aborted:
   failover, before Promoting     the replicas' receivers are restarted and the old primary is put
                                  back in the primary Service; the cluster stays Degraded
 
-Once a candidate has been promoted it may have taken writes, so nothing can be rolled back: abort
+The rollback is recorded first (stage RollingBack) and then carried out, so an abort that is
+itself interrupted is finished by 'resume NAME'. Once a candidate has been promoted it may have taken writes, so nothing can be rolled back: abort
 refuses with exit code 4 and 'resume NAME' finishes the operation. Bootstrap and converge have no
 rollback either. Abort takes the cluster's lease like any other change (exit code 5 if another
 actor holds it).`,
