@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +20,6 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
-
 
 // BenchmarkCreateToRunning measures `create --wait` of a 3-instance cluster on the rig, from
 // the command's start to the cluster proven Running (pods start one after another).
