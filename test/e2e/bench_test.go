@@ -128,7 +128,7 @@ func BenchmarkSwitchoverUnavailability(b *testing.B) {
 		var gaps []time.Duration
 		lost := 0
 		for run := 0; run < haRuns; run++ {
-			w, stop := startWriter(ctx, "benchsw")
+			w, stop := startWriterAt(ctx, "benchsw", (run+1)*1_000_000)
 			time.Sleep(time.Second)
 			res := mysqlctl(t, "switchover", "benchsw", "--timeout", "2m")
 			time.Sleep(time.Second)

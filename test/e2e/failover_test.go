@@ -37,7 +37,12 @@ func appCluster(t *testing.T, ctx context.Context, name string, replicas int) st
 
 // startWriter runs a writer through the cluster's primary Service until the returned stop.
 func startWriter(ctx context.Context, cluster string) (*writer, func()) {
-	w := &writer{}
+	return startWriterAt(ctx, cluster, 1)
+}
+
+// startWriterAt starts the writer at id start, so that runs on one table never collide.
+func startWriterAt(ctx context.Context, cluster string, start int) (*writer, func()) {
+	w := &writer{start: start}
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -21,6 +21,8 @@ import (
 // endpoint after every failure like a reconnecting application, and records every commit the
 // server acknowledged.
 type writer struct {
+	// start is the first id written (default 1).
+	start int
 	mu    sync.Mutex
 	acked []int
 	// ackTimes are when each acknowledged write returned.
@@ -39,7 +41,7 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			_ = conn.Close()
 		}
 	}()
-	for id := 1; ctx.Err() == nil; {
+	for id := max(1, w.start); ctx.Err() == nil; {
 		if conn == nil {
 			addrs, err := r.ServiceAddrs(ctx, "default", service, "mysql")
 			if err != nil || len(addrs) != 1 {
