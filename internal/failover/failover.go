@@ -77,11 +77,15 @@ func Judge(primary, primaryAddr string, checks []Check, threshold int, members [
 	var ev []string
 	if last.Reachable {
 		if last.Writable {
-			return Judgement{Verdict: Alive, Reason: "the primary " + primary + " answers and is writable: it is not dead (use switchover for a planned change)",
-				Evidence: []string{primary + " answered and is writable"}}
+			return Judgement{
+				Verdict: Alive, Reason: "the primary " + primary + " answers and is writable: it is not dead (use switchover for a planned change)",
+				Evidence: []string{primary + " answered and is writable"},
+			}
 		}
-		return Judgement{Verdict: ReadOnly, Reason: "the primary " + primary + " answers but is read-only (it restarted); it can be fenced over SQL",
-			Evidence: []string{primary + " answered with read_only=ON"}}
+		return Judgement{
+			Verdict: ReadOnly, Reason: "the primary " + primary + " answers but is read-only (it restarted); it can be fenced over SQL",
+			Evidence: []string{primary + " answered with read_only=ON"},
+		}
 	}
 	failed := 0
 	for i := len(checks) - 1; i >= 0; i-- {

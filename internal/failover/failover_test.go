@@ -58,20 +58,35 @@ func TestJudge(t *testing.T) {
 		{"below threshold", []Check{down, down}, lost, Unreachable, "2 of the 3"},
 		{"a reachable check resets the count", []Check{down, down, {PodUID: "u1", Reachable: true, Writable: true}, down}, lost, Unreachable, "1 of the 3"},
 		{"a new pod incarnation resets the count", []Check{down, down, {PodUID: "u2", Detail: "refused"}}, lost, Unreachable, "1 of the 3"},
-		{"a replica still receiving means unreachable, not dead", []Check{down, down, down},
-			[]Member{lost[0], mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)}, Unreachable, "db-2 still receive"},
+		{
+			"a replica still receiving means unreachable, not dead",
+			[]Check{down, down, down},
+			[]Member{lost[0], mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)},
+			Unreachable, "db-2 still receive",
+		},
 		{"no replica can corroborate", []Check{down, down, down}, nil, Unreachable, "no replica can corroborate"},
-		{"quarantined replicas do not corroborate", []Check{down, down, down},
-			[]Member{{Name: "db-1", Quarantined: true, Snapshot: lost[0].Snapshot}}, Unreachable, "no replica can corroborate"},
-		{"a quarantined replica still receiving proves the primary alive", []Check{down, down, down},
-			[]Member{lost[0], {Name: "db-2", Quarantined: true, Snapshot: mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning).Snapshot}}, Unreachable, "db-2 still receive"},
-		{"replicas of another source do not corroborate", []Check{down, down, down},
+		{
+			"quarantined replicas do not corroborate",
+			[]Check{down, down, down},
+			[]Member{{Name: "db-1", Quarantined: true, Snapshot: lost[0].Snapshot}},
+			Unreachable, "no replica can corroborate",
+		},
+		{
+			"a quarantined replica still receiving proves the primary alive",
+			[]Check{down, down, down},
+			[]Member{lost[0], {Name: "db-2", Quarantined: true, Snapshot: mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning).Snapshot}},
+			Unreachable, "db-2 still receive",
+		},
+		{
+			"replicas of another source do not corroborate",
+			[]Check{down, down, down},
 			func() []Member {
 				m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadStopped)
 				m.Snapshot.Replica.SourceHost = "127.0.9.99"
 				return []Member{m}
 			}(),
-			Unreachable, "no replica can corroborate"},
+			Unreachable, "no replica can corroborate",
+		},
 		{"pod state is evidence", []Check{down, down, {PodUID: "u1", PodState: "absent"}}, lost, Dead, ""},
 	}
 	for _, tt := range tests {

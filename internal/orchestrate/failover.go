@@ -256,7 +256,7 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 }
 
 // checkPrimary checks the old primary once, with a fresh connection bounded by timeout.
-func (r *Runner) checkPrimary(ctx context.Context, c *v1.MysqlCluster, v failoverView, creds credentials, timeout time.Duration) failover.Check {
+func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) failover.Check {
 	ch := failover.Check{PodUID: v.oldPodUID}
 	p, ok := v.pods[v.old]
 	switch {
@@ -883,7 +883,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		if i > 0 {
 			_ = r.sleep(ctx, interval)
 		}
-		ch := r.checkPrimary(ctx, c, v, creds, opts.CheckTimeout)
+		ch := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
 		checks = append(checks, ch)
 		if ch.Reachable || ctx.Err() != nil {
 			break
@@ -1037,7 +1037,7 @@ func divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
 		if !primary.GTID.CurrentPos.Contains(replica.GTID.CurrentPos) {
 			extra := replica.GTID.CurrentPos.Subtract(primary.GTID.CurrentPos)
 			return v1.ErrantInstance{
-				Reason:      fmt.Sprintf("holds transactions the primary does not have (its history is not an ancestor of the primary's): at %s, the primary at %s", replica.GTID.CurrentPos, primary.GTID.CurrentPos),
+				Reason: fmt.Sprintf("holds transactions the primary does not have (its history is not an ancestor of the primary's): at %s, the primary at %s", replica.GTID.CurrentPos, primary.GTID.CurrentPos),
 				// Positions tell only that each domain listed holds at least one such transaction.
 				ErrantGTIDs: extra.String(), Count: int64(len(extra.GTIDs())),
 			}, false

@@ -40,8 +40,10 @@ func (r *Runner) PlanSwitchover(ctx context.Context, key client.ObjectKey, opts 
 	if err := r.Kube.Get(ctx, key, c); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Type: OperationSwitchover, Cluster: key.Name, Primary: c.Status.CurrentPrimary, Stages: SwitchoverStages,
-		Fence: "read_only=ON (super_read_only=ON on MySQL) and client connections killed, verified; rolled back if the target does not catch up within " + opts.CatchUpTimeout.String()}
+	p := Plan{
+		Type: OperationSwitchover, Cluster: key.Name, Primary: c.Status.CurrentPrimary, Stages: SwitchoverStages,
+		Fence: "read_only=ON (super_read_only=ON on MySQL) and client connections killed, verified; rolled back if the target does not catch up within " + opts.CatchUpTimeout.String(),
+	}
 	if op := c.Status.Operation; op != nil {
 		p.Refusal = fmt.Sprintf("operation %s (%s) is in progress at stage %s", op.ID, op.Type, op.Stage)
 		return p, nil
@@ -132,4 +134,3 @@ func (r *Runner) PlanFailover(ctx context.Context, key client.ObjectKey, opts Fa
 	p.Candidate, p.CandidateGTIDSet, p.CandidateReason = d.Candidate, d.CandidateSet, d.Reason
 	return p, nil
 }
-

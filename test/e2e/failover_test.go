@@ -166,7 +166,7 @@ func slaveStatus(ctx context.Context, d *sql.DB) (map[string]string, error) {
 	for i, c := range cols {
 		m[c] = vals[i].String
 	}
-	return m, nil
+	return m, rows.Err()
 }
 
 // eventReasons lists the reasons of the Events mysqlctl recorded on the cluster, with their texts.
@@ -339,6 +339,9 @@ func rowsMissingOn(t *testing.T, ctx context.Context, a, b *sql.DB) []int {
 				t.Fatal(err)
 			}
 			out[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}
