@@ -879,10 +879,16 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		interval = d.Duration
 	}
 	var checks []failover.Check
+	var last time.Time
 	for i := 0; i < threshold; i++ {
+		// Checks start detectionInterval apart; a check that ran into its timeout has already
+		// used (part of) the interval.
 		if i > 0 {
-			_ = r.sleep(ctx, interval)
+			if wait := interval - r.now().Sub(last); wait > 0 {
+				_ = r.sleep(ctx, wait)
+			}
 		}
+		last = r.now()
 		ch := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
 		checks = append(checks, ch)
 		if ch.Reachable || ctx.Err() != nil {

@@ -43,6 +43,16 @@ func (f *Factory) RESTConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("cannot load a Kubernetes configuration: %w (set --kubeconfig or KUBECONFIG, or run in a cluster)", err)
 	}
 	cfg.UserAgent = "mysqlctl/" + f.Build.Version
+	// client-go's default of 5 requests per second (burst 10) throttles a failover: every
+	// stage lists pods, reads the Secret, patches labels and writes status, and once the burst
+	// is spent each request waits 200 ms while clients cannot write. The API server's priority
+	// and fairness still protects it; kubectl raises the limits the same way.
+	if cfg.QPS == 0 {
+		cfg.QPS = 50
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = 100
+	}
 	return cfg, nil
 }
 
