@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -13,6 +14,10 @@ import (
 // ConfigFileName is the my.cnf fragment in the ConfigMap. The init container copies it next to
 // the per-instance server-id fragment in /etc/mysql/conf.d, which both official images read.
 const ConfigFileName = "mysqlctl.cnf"
+
+// ReplicaNetTimeout is how long a replica waits for data (or a heartbeat, sent every half of
+// it) before it reconnects: how fast replicas can corroborate that a silent primary is gone.
+const ReplicaNetTimeout = 4 * time.Second
 
 // RenderMyCnf renders the [mysqld] section for the cluster's flavor: GTID replication with
 // binary logs on every instance (any replica may become primary), durable flushing (an
@@ -47,12 +52,13 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 	// Replicas must notice a frozen or partitioned primary quickly: detection asks them to
 	// agree that the primary is gone before it is declared dead. The heartbeat defaults to
 	// half of this.
+	netTimeout := fmt.Sprint(int(ReplicaNetTimeout.Seconds()))
 	switch flavor {
 	case v1.FlavorMariaDB:
-		w("slave_net_timeout", "4")
+		w("slave_net_timeout", netTimeout)
 	default:
-		w("loose_replica_net_timeout", "4")
-		w("loose_slave_net_timeout", "4")
+		w("loose_replica_net_timeout", netTimeout)
+		w("loose_slave_net_timeout", netTimeout)
 	}
 	switch flavor {
 	case v1.FlavorMariaDB:

@@ -878,12 +878,16 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	if d := c.Spec.Failover.DetectionInterval; d != nil {
 		interval = d.Duration
 	}
+	// Past the threshold, an unreachable primary that some replica still receives from is
+	// checked on for as long as a replica needs to notice a silent source (twice its net
+	// timeout): a frozen or partitioned primary keeps a replica's receiver "running" until then.
+	deadline := r.now().Add(time.Duration(threshold)*interval + 2*ReplicaNetTimeout)
 	var checks []failover.Check
 	var last time.Time
-	for i := 0; i < threshold; i++ {
+	for {
 		// Checks start detectionInterval apart; a check that ran into its timeout has already
 		// used (part of) the interval.
-		if i > 0 {
+		if len(checks) > 0 {
 			if wait := interval - r.now().Sub(last); wait > 0 {
 				_ = r.sleep(ctx, wait)
 			}
@@ -891,12 +895,15 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		last = r.now()
 		ch := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
 		checks = append(checks, ch)
-		if ch.Reachable || ctx.Err() != nil {
-			break
+		if !ch.Reachable && ctx.Err() == nil && len(checks) < threshold {
+			continue
+		}
+		members, _ := v.members(c, ss)
+		j := failover.Judge(v.old, v.oldAddr, checks, threshold, members)
+		if j.Verdict != failover.Unreachable || ctx.Err() != nil || !r.now().Before(deadline) {
+			return j
 		}
 	}
-	members, _ := v.members(c, ss)
-	return failover.Judge(v.old, v.oldAddr, checks, threshold, members)
 }
 
 // fenceOverSQL fences a reachable primary and returns its GTID set at the verified fence.

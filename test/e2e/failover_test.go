@@ -612,3 +612,69 @@ func seq(n int) []int {
 	}
 	return out
 }
+
+// TestFailoverAfterFreezeUnderWrites: the primary freezes while a client writes; the replicas'
+// receivers still look connected until their net timeout, so `failover` keeps checking until
+// they agree, then fails over. Nothing acknowledged is lost. When the primary thaws it is
+// still writable: reconcile fences it and either rejoins or quarantines it, leaving exactly one
+// writable instance.
+func TestFailoverAfterFreezeUnderWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "fz", 3)
+	defer deleteCluster(t, "fz")
+	w, stop := startWriter(ctx, "fz")
+	time.Sleep(time.Second)
+	frozeAt := time.Now()
+	r.Freeze(t, "default", "fz-0")
+	res := mysqlctl(t, "failover", "fz", "--timeout", "2m")
+	if res.code != 0 {
+		stop()
+		t.Fatalf("failover: %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	eventually(t, actx, "a write acknowledged after the failover", func() error {
+		if _, ok := w.firstAckAfter(frozeAt.Add(time.Second)); !ok {
+			n, last := w.failures()
+			return fmt.Errorf("none yet (%d failed attempts, last: %s)", n, last)
+		}
+		return nil
+	})
+	acancel()
+	stop()
+	t.Logf("freeze → failover: longest write gap %s\n%s", w.maxGap(), res.stderr)
+	c := getCluster(t, ctx, "fz")
+	np := c.Status.CurrentPrimary
+	if np == "fz-0" || c.Status.History[0].Result != "Succeeded" || c.Status.History[0].TransactionsLost != 0 {
+		t.Fatalf("primary %s history %+v", np, c.Status.History[0])
+	}
+	holdsAcked(t, ctx, np, db(t, mustPodAddr(t, ctx, np), root), w.acked)
+
+	r.Thaw(t, "default", "fz-0")
+	if res := mysqlctl(t, "reconcile", "fz", "--timeout", "2m"); res.code != 0 {
+		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
+	}
+	writable := 0
+	for _, pod := range []string{"fz-0", "fz-1", "fz-2"} {
+		if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, pod), root)) {
+			writable++
+			if pod != np {
+				t.Errorf("%s is writable, the primary is %s", pod, np)
+			}
+		}
+	}
+	if writable != 1 {
+		t.Errorf("%d writable instances", writable)
+	}
+	c = getCluster(t, ctx, "fz")
+	d0 := db(t, mustPodAddr(t, ctx, "fz-0"), root)
+	if slices.ContainsFunc(c.Status.ErrantInstances, func(e v1.ErrantInstance) bool { return e.Name == "fz-0" }) {
+		t.Logf("the thawed primary was quarantined: %+v", c.Status.ErrantInstances)
+		if showsReplication(ctx, t, d0) {
+			t.Error("the quarantined old primary replicates")
+		}
+		return
+	}
+	replicatesFrom(t, ctx, "fz-0", np, d0)
+	holdsAcked(t, ctx, "fz-0", d0, w.acked)
+}
