@@ -537,7 +537,7 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 			if err != nil {
 				return "", nil, err
 			}
-			joined := s.Replica != nil && s.Replica.SourceHost == primary.pod.Status.PodIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning
+			joined := replicatesFrom(s, primary.pod.Status.PodIP)
 			switch {
 			case !joined:
 				// A returning former primary resumes from its own binlog; its history was just
@@ -567,10 +567,7 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := in.MakeWritable(ctx); err != nil {
-			return "", nil, err
-		}
-		if err := r.labelRole(ctx, c, primaryName, v1.RolePrimary); err != nil {
+		if err := r.openPrimary(ctx, c, in, primaryName); err != nil {
 			return "", nil, err
 		}
 		return StageVerifyingConvergence, nil, nil
@@ -591,21 +588,12 @@ func (r *Runner) runStage(ctx context.Context, c *v1.MysqlCluster, stage string)
 				return "", nil, err
 			}
 			snaps[m.pod.Name] = s
-			switch {
-			case s.Replica == nil:
-				pending = append(pending, m.pod.Name+": no replication configured")
-			case s.Replica.SourceHost != primary.pod.Status.PodIP:
-				pending = append(pending, fmt.Sprintf("%s: replicates from %s, not the primary", m.pod.Name, s.Replica.SourceHost))
-			case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
-				pending = append(pending, fmt.Sprintf("%s: IO thread %s, SQL thread running %v %s%s", m.pod.Name, s.Replica.IOThread, s.Replica.SQLRunning, s.Replica.LastIOError, s.Replica.LastSQLError))
-			default:
-				in, err := connect(m)
-				if err != nil {
-					return "", nil, err
-				}
-				if err := in.WaitForGTID(ctx, executed(ps), 2*time.Second); err != nil {
-					pending = append(pending, fmt.Sprintf("%s: has not applied the primary's %s yet", m.pod.Name, executed(ps)))
-				}
+			why, err := ss.caughtUp(m.pod.Name, s, primaryName, primary.pod.Status.PodIP, ps)
+			if err != nil {
+				return "", nil, err
+			}
+			if why != "" {
+				pending = append(pending, why)
 			}
 		}
 		if len(pending) > 0 {
@@ -689,7 +677,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		_ = in.Close()
-		if !s.Complete() || s.Replica == nil || s.Replica.SourceHost != primaryIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
+		if !s.Complete() || !replicatesFrom(s, primaryIP) {
 			return false, nil
 		}
 	}
@@ -742,6 +730,33 @@ func (ss *sessions) observe(name string) (topology.Snapshot, error) {
 		return s, notYet("%s does not answer yet: %v", name, s.Err)
 	}
 	return s, nil
+}
+
+// caughtUp reports why the replica s is not yet proven converged on the primary (named, at
+// address ip, last observed as p), or "" once it replicates from it with both threads running and
+// has applied everything p had.
+func (ss *sessions) caughtUp(name string, s topology.Snapshot, primary, ip string, p topology.Snapshot) (string, error) {
+	switch {
+	case s.Replica == nil:
+		return name + ": no replication configured", nil
+	case s.Replica.SourceHost != ip:
+		return fmt.Sprintf("%s: replicates from %s, not from %s", name, s.Replica.SourceHost, primary), nil
+	case !replicatesFrom(s, ip):
+		return fmt.Sprintf("%s: IO thread %s, SQL thread running %v %s %s", name, s.Replica.IOThread, s.Replica.SQLRunning, s.Replica.LastIOError, s.Replica.LastSQLError), nil
+	}
+	in, err := ss.connect(name)
+	if err != nil {
+		return "", err
+	}
+	if err := in.WaitForGTID(ss.ctx, executed(p), 2*time.Second); err != nil {
+		return fmt.Sprintf("%s: has not applied %s's %s yet", name, primary, executed(p)), nil
+	}
+	return "", nil
+}
+
+// replicatesFrom reports whether s replicates from the address with both threads running.
+func replicatesFrom(s topology.Snapshot, ip string) bool {
+	return s.Replica != nil && s.Replica.SourceHost == ip && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning
 }
 
 func (ss *sessions) close() {

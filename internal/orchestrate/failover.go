@@ -709,28 +709,12 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 				}
 			}
 		}
-		if err := r.promote(ctx, c, in, others); err != nil {
-			return "", nil, err
-		}
-		s, err := ss.observe(ev.Candidate)
-		if err != nil {
-			return "", nil, err
-		}
-		id := identity(s)
-		r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", ev.Candidate, s.SemiSync.SourceEnabled))
-		return StageMovingPrimary, func(st *v1.MysqlClusterStatus) {
-			addKnownPrimary(st, id)
-			markPrimary(st, ev.Candidate, s, old, v1.RoleUnknown)
-		}, nil
+		change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, others, old, v1.RoleUnknown)
+		return StageMovingPrimary, change, err
 
 	case StageMovingPrimary:
-		if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
-			return "", nil, err
-		}
-		if err := r.labelRole(ctx, c, ev.Candidate, v1.RolePrimary); err != nil {
-			return "", nil, err
-		}
-		return StageRepointing, func(s *v1.MysqlClusterStatus) { s.CurrentPrimary = ev.Candidate }, nil
+		change, err := r.movePrimary(ctx, c, old, v1.RoleUnknown, ev.Candidate)
+		return StageRepointing, change, err
 
 	case StageRepointing:
 		ns, err := ss.observe(ev.Candidate)
@@ -751,7 +735,7 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 				}
 				return "", nil, err
 			}
-			if s.Replica != nil && s.Replica.SourceHost == newIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
+			if replicatesFrom(s, newIP) {
 				continue
 			}
 			if e, ok := divergence(ns, s); !ok {
@@ -801,16 +785,12 @@ func (r *Runner) failoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 				return "", nil, err
 			}
 			snaps[name] = s
-			if s.Replica == nil || s.Replica.SourceHost != newIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
-				pending = append(pending, name+" not replicating from "+ev.Candidate+" yet")
-				continue
-			}
-			in, err := ss.connect(name)
+			why, err := ss.caughtUp(name, s, ev.Candidate, newIP, ns)
 			if err != nil {
 				return "", nil, err
 			}
-			if err := in.WaitForGTID(ctx, executed(ns), 2*time.Second); err != nil {
-				pending = append(pending, fmt.Sprintf("%s has not applied the new primary's %s yet", name, executed(ns)))
+			if why != "" {
+				pending = append(pending, why)
 			}
 		}
 		if len(pending) > 0 {
@@ -977,6 +957,45 @@ func (r *Runner) promote(ctx context.Context, c *v1.MysqlCluster, in *topology.I
 		}
 	}
 	return in.MakeWritable(ctx)
+}
+
+// promoteCandidate promotes the candidate (see promote) and returns the status change that
+// records it: a known primary now, observed as a semi-sync source or not, and the old primary's
+// new role.
+func (r *Runner) promoteCandidate(ctx context.Context, c *v1.MysqlCluster, ss *sessions, in *topology.Instance, candidate string, acks int, old string, oldRole v1.Role) (func(*v1.MysqlClusterStatus), error) {
+	if err := r.promote(ctx, c, in, acks); err != nil {
+		return nil, err
+	}
+	s, err := ss.observe(candidate)
+	if err != nil {
+		return nil, err
+	}
+	id := identity(s)
+	r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", candidate, s.SemiSync.SourceEnabled))
+	return func(st *v1.MysqlClusterStatus) {
+		addKnownPrimary(st, id)
+		markPrimary(st, candidate, s, old, oldRole)
+	}, nil
+}
+
+// movePrimary moves the role labels, so that the primary Service follows the new primary, and
+// returns the status change that records it as the current primary.
+func (r *Runner) movePrimary(ctx context.Context, c *v1.MysqlCluster, old string, oldRole v1.Role, candidate string) (func(*v1.MysqlClusterStatus), error) {
+	if err := r.labelRole(ctx, c, old, oldRole); err != nil {
+		return nil, err
+	}
+	if err := r.labelRole(ctx, c, candidate, v1.RolePrimary); err != nil {
+		return nil, err
+	}
+	return func(s *v1.MysqlClusterStatus) { s.CurrentPrimary = candidate }, nil
+}
+
+// openPrimary makes the instance writable and puts it in the primary Service.
+func (r *Runner) openPrimary(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, name string) error {
+	if err := in.MakeWritable(ctx); err != nil {
+		return err
+	}
+	return r.labelRole(ctx, c, name, v1.RolePrimary)
 }
 
 // joinReplica points in at the new primary, resuming from its own binlog when it has written

@@ -228,10 +228,7 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 		if err != nil {
 			return "", nil, err
 		}
-		if err := in.MakeWritable(ctx); err != nil {
-			return "", nil, err
-		}
-		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
+		if err := r.openPrimary(ctx, c, in, old); err != nil {
 			return "", nil, err
 		}
 		msg := ev.RollbackReason + "; the fence on " + old + " was undone, it is the primary again"
@@ -249,28 +246,12 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 				acks++
 			}
 		}
-		if err := r.promote(ctx, c, in, acks); err != nil {
-			return "", nil, err
-		}
-		ps, err := observe(ev.Candidate)
-		if err != nil {
-			return "", nil, err
-		}
-		id := identity(ps)
-		r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", ev.Candidate, ps.SemiSync.SourceEnabled))
-		return StageMovingPrimary, func(s *v1.MysqlClusterStatus) {
-			addKnownPrimary(s, id)
-			markPrimary(s, ev.Candidate, ps, old, v1.RoleReplica)
-		}, nil
+		change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, acks, old, v1.RoleReplica)
+		return StageMovingPrimary, change, err
 
 	case StageMovingPrimary:
-		if err := r.labelRole(ctx, c, old, v1.RoleReplica); err != nil {
-			return "", nil, err
-		}
-		if err := r.labelRole(ctx, c, ev.Candidate, v1.RolePrimary); err != nil {
-			return "", nil, err
-		}
-		return StageRepointing, func(s *v1.MysqlClusterStatus) { s.CurrentPrimary = ev.Candidate }, nil
+		change, err := r.movePrimary(ctx, c, old, v1.RoleReplica, ev.Candidate)
+		return StageRepointing, change, err
 
 	case StageRepointing:
 		newIP := byName[ev.Candidate].pod.Status.PodIP
@@ -287,7 +268,7 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 			if err != nil {
 				return "", nil, err
 			}
-			if s.Replica != nil && s.Replica.SourceHost == newIP && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning {
+			if replicatesFrom(s, newIP) {
 				continue
 			}
 			if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
@@ -312,20 +293,12 @@ func (r *Runner) switchoverStage(ctx context.Context, c *v1.MysqlCluster, op *v1
 			if err != nil {
 				return "", nil, err
 			}
-			if s.Replica == nil || s.Replica.SourceHost != newIP || s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning {
-				detail := ""
-				if s.Replica != nil {
-					detail = strings.TrimSpace(" " + s.Replica.LastIOError + " " + s.Replica.LastSQLError)
-				}
-				pending = append(pending, name+" not replicating from "+ev.Candidate+" yet"+detail)
-				continue
-			}
-			in, err := connect(name)
+			why, err := ss.caughtUp(name, s, ev.Candidate, newIP, ns)
 			if err != nil {
 				return "", nil, err
 			}
-			if err := in.WaitForGTID(ctx, executed(ns), 2*time.Second); err != nil {
-				pending = append(pending, fmt.Sprintf("%s has not applied the new primary's %s yet", name, executed(ns)))
+			if why != "" {
+				pending = append(pending, why)
 			}
 		}
 		if len(pending) > 0 {

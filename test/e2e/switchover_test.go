@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
@@ -221,7 +224,15 @@ func TestSecondActorIsRefused(t *testing.T) {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "held")
+	// The plan changes nothing and names the only possible target.
+	plan := mysqlctl(t, "switchover", "held", "--dry-run", "-o", "json")
+	if plan.code != 0 || !strings.Contains(plan.stdout, `"candidate": "held-1"`) {
+		t.Errorf("switchover --dry-run: exit %d\n%s%s", plan.code, plan.stdout, plan.stderr)
+	}
 	c := getCluster(t, ctx, "held")
+	if c.Status.CurrentPrimary != "held-0" || c.Status.Operation != nil {
+		t.Fatalf("the dry run changed the cluster: %+v", c.Status)
+	}
 	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +245,34 @@ func TestSecondActorIsRefused(t *testing.T) {
 	after := getCluster(t, ctx, "held")
 	if after.Status.CurrentPrimary != c.Status.CurrentPrimary || after.Status.Operation != nil {
 		t.Errorf("refused switchover changed the cluster: %+v", after.Status)
+	}
+
+	// A switchover killed after fencing the primary is aborted: the rollback is recorded, the
+	// old primary is writable again and back in the primary Service.
+	killAt(t, ctx, orchestrate.StageWaitingForCandidate, "switchover", "held")
+	if c := getCluster(t, ctx, "held"); c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StageWaitingForCandidate {
+		t.Fatalf("killed at WaitingForCandidate, recorded %+v", c.Status.Operation)
+	}
+	root := string(secret(t, ctx, "held").Data[orchestrate.SecretRootPassword])
+	if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, "held-0"), root)) {
+		t.Fatal("held-0 is not fenced at WaitingForCandidate")
+	}
+	res = mysqlctl(t, "abort", "held", "--timeout", "1m")
+	if res.code != 0 {
+		t.Fatalf("abort: %d %s", res.code, res.stderr)
+	}
+	after = getCluster(t, ctx, "held")
+	if after.Status.Operation != nil || after.Status.CurrentPrimary != "held-0" || after.Status.History[0].Result != "Aborted" {
+		t.Errorf("after abort: op %+v primary %s history %+v", after.Status.Operation, after.Status.CurrentPrimary, after.Status.History[0])
+	}
+	if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, "held-0"), root)) {
+		t.Error("held-0 is still fenced after abort")
+	}
+	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, "held-0", metav1.GetOptions{})); p.Labels[orchestrate.LabelRole] != string(v1.RolePrimary) {
+		t.Errorf("held-0 labelled %q after abort", p.Labels[orchestrate.LabelRole])
+	}
+	if res := mysqlctl(t, "abort", "held"); res.code != 4 || !strings.Contains(res.stderr, "no operation is in progress") {
+		t.Errorf("abort with nothing in progress: exit %d %s", res.code, res.stderr)
 	}
 }
 
