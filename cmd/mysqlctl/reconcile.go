@@ -114,6 +114,10 @@ func loadCluster(ctx context.Context, f *cmdutil.Factory, name string) (client.C
 // (before running it) until the process is killed. Only end-to-end tests set it.
 const failpointPauseAtStage = "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE"
 
+// failpointStopBeforeMutation names an environment variable that makes the CLI stop itself
+// (SIGSTOP) right before the first mutation of the named stage (end-to-end tests only).
+const failpointStopBeforeMutation = "MYSQLCTL_FAILPOINT_STOP_BEFORE_MUTATION"
+
 // runBootstrap drives the bootstrap (or, with converge, re-joins replicas) under the lease,
 // with progress on stderr.
 func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, dialer string, timeout time.Duration, converge bool) error {

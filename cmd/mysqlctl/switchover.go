@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,7 +132,10 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	holder := holderName()
-	lctx, lease, err := orchestrate.AcquireLease(ctx, c, cluster, holder, time.Now)
+	// A command that would continue a recorded operation waits for a dead holder's lease to
+	// expire; one that would start a new operation is refused at once while another actor
+	// holds the cluster.
+	lctx, lease, err := orchestrate.AcquireLease(ctx, c, cluster, holder, orchestrate.LeaseOptions{Wait: cluster.Status.Operation != nil})
 	if err != nil {
 		return err
 	}
@@ -139,7 +143,7 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 	ios := f.IOStreams
 	start := time.Now()
 	r := &orchestrate.Runner{
-		Kube: c, Connect: connect, Holder: holder, Epoch: lease.Epoch,
+		Kube: c, Connect: connect, Holder: holder, Epoch: lease.Epoch, Lease: lease,
 		Progress: func(op v1.OperationStatus) {
 			line := fmt.Sprintf("[%6.1fs] %s %s", time.Since(start).Seconds(), op.Type, op.Stage)
 			if op.Message != "" {
@@ -154,6 +158,19 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 			if s == stage {
 				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
 				<-ctx.Done()
+			}
+		}
+	}
+	if stage := f.Getenv(failpointStopBeforeMutation); stage != "" {
+		// A failpoint for end-to-end tests: freeze this process (SIGSTOP, as a laptop lid or a
+		// VM pause would) right before the first mutation of the stage; SIGCONT resumes it.
+		var once sync.Once
+		r.BeforeMutation = func(s, what string) {
+			if s == stage {
+				once.Do(func() {
+					fmt.Fprintf(ios.ErrOut, "failpoint: stopping before %s at stage %s\n", what, s)
+					stopSelf()
+				})
 			}
 		}
 	}

@@ -91,6 +91,49 @@ type Runner struct {
 	// BeforeStage, when set, is called with each stage before it runs (end-to-end tests use it to
 	// hold the CLI at a stage and kill it there).
 	BeforeStage func(ctx context.Context, stage string)
+	// Lease proves this actor still holds the cluster. When set, every mutating SQL statement,
+	// label move and operation status write asks it first and is refused once it is no longer
+	// valid. Only planners (which change nothing) and tests of single steps run without one.
+	Lease LeaseChecker
+	// BeforeMutation, when set, is called with the stage and a description of each mutation
+	// just before the lease is checked for it (end-to-end tests freeze the CLI there).
+	BeforeMutation func(stage, what string)
+
+	// stage is the stage being run, for BeforeMutation.
+	stage string
+}
+
+// LeaseChecker proves that an actor still holds the cluster (see Lease.Check).
+type LeaseChecker interface {
+	Check() error
+	ValidUntil() time.Time
+}
+
+var _ LeaseChecker = (*Lease)(nil)
+
+// guard proves, right before a mutation, that this actor still holds the cluster's lease, and
+// returns the deadline by which the mutation must be done (zero: none).
+func (r *Runner) guard(what string) (time.Time, error) {
+	if r.BeforeMutation != nil {
+		r.BeforeMutation(r.stage, what)
+	}
+	if r.Lease == nil {
+		return time.Time{}, nil
+	}
+	if err := r.Lease.Check(); err != nil {
+		return time.Time{}, fmt.Errorf("refusing to %s: %w", what, err)
+	}
+	return r.Lease.ValidUntil(), nil
+}
+
+// connect opens a pod's server with every mutating statement guarded by the lease.
+func (r *Runner) connect(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
+	in, err := r.Connect(ctx, pod, creds)
+	if err != nil {
+		return nil, err
+	}
+	in.Guard = r.guard
+	return in, nil
 }
 
 // ErrStopped is returned when StopAfterStage ended the run.
@@ -188,7 +231,7 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			continue
 		}
 		if op.Type != OperationBootstrap && op.Type != OperationConverge {
-			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+			return r.otherOperation(cluster, op)
 		}
 		next, advanced, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
 			return r.runStage(ctx, cluster, op.Stage)
@@ -222,9 +265,15 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 		r.Progress(*op)
 		*lastReported = op.Stage + op.Message
 	}
+	if op.Holder != r.Holder || op.Epoch != r.Epoch {
+		// Recorded by another actor (one that died, or whose lease this actor took over):
+		// take it over first, so that no write of that actor can land any more.
+		return "", false, r.adopt(ctx, cluster, op)
+	}
 	if r.BeforeStage != nil {
 		r.BeforeStage(ctx, op.Stage)
 	}
+	r.stage = op.Stage
 	next, change, err := run()
 	var ny errNotYet
 	switch {
@@ -248,31 +297,88 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	return next, true, nil
 }
 
-func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
-	now := metav1.NewTime(r.now())
-	id := fmt.Sprintf("%s-%d", typ, now.Unix())
+// otherOperation is the error for a command that finds an operation of another type recorded.
+// The caller holds the cluster's lease, so the recorded holder is no longer acting: say so, and
+// how to finish or undo what it left.
+func (r *Runner) otherOperation(c *v1.MysqlCluster, op *v1.OperationStatus) error {
+	if r.Lease == nil {
+		return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+	}
+	return fmt.Errorf("%w: the %s %s stopped at stage %s: its holder %s no longer holds the cluster (the process ended or lost its lease); run 'resume %s' to continue it, or 'abort %s' to roll it back where that is possible",
+		outcome.ErrUnsafe, op.Type, op.ID, op.Stage, op.Holder, c.Name, c.Name)
+}
+
+// adopt writes this actor's holder and epoch into the recorded operation, as a compare-and-swap
+// on the holder and epoch it was read with. An actor whose epoch is not newer than the recorded
+// one does not own the cluster and is refused.
+func (r *Runner) adopt(ctx context.Context, cluster *v1.MysqlCluster, op *v1.OperationStatus) error {
+	if r.Epoch < op.Epoch || r.Epoch == op.Epoch && r.Holder != op.Holder {
+		return fmt.Errorf("%w: operation %s is recorded by %s under lease epoch %d, not older than this actor's epoch %d", outcome.ErrHeld, op.ID, op.Holder, op.Epoch, r.Epoch)
+	}
+	if _, err := r.guard("take over operation " + op.ID); err != nil {
+		return err
+	}
+	err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+		o := s.Operation
+		if o == nil || o.ID != op.ID || o.Holder != op.Holder || o.Epoch != op.Epoch {
+			return errLostRace
+		}
+		o.Holder, o.Epoch = r.Holder, r.Epoch
+		return nil
+	})
+	if errors.Is(err, errLostRace) {
+		return nil // re-read
+	}
+	if err == nil {
+		r.event(ctx, cluster, false, "OperationTakenOver", fmt.Sprintf("%s of %s at stage %s taken over from %s (epoch %d) by %s (epoch %d)", op.Type, cluster.Name, op.Stage, op.Holder, op.Epoch, r.Holder, r.Epoch))
+	}
+	return err
+}
+
+// begin records a new operation of this actor (holder and epoch) when none is recorded;
+// init fills in the rest. The caller re-reads what was recorded.
+func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.OperationStatus, init func(*v1.MysqlClusterStatus)) error {
+	if _, err := r.guard("start a " + op.Type); err != nil {
+		return err
+	}
 	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
 		}
-		s.Operation = &v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, Holder: r.Holder, StartedAt: now, UpdatedAt: &now}
-		if typ == OperationConverge {
-			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})
-			return nil
-		}
-		s.Phase = v1.PhaseBootstrapping
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Bootstrapping", Message: "bootstrap started"})
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "replication not proven yet"})
+		o := op
+		o.Holder, o.Epoch = r.Holder, r.Epoch
+		s.Operation = &o
+		init(s)
 		return nil
 	})
 }
 
+func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
+	now := metav1.NewTime(r.now())
+	id := fmt.Sprintf("%s-%d", typ, now.Unix())
+	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: now, UpdatedAt: &now}
+	return r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
+		if typ == OperationConverge {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})
+			return
+		}
+		s.Phase = v1.PhaseBootstrapping
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Bootstrapping", Message: "bootstrap started"})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "replication not proven yet"})
+	})
+}
+
 // persist moves the operation from stage to next as a compare-and-swap on the recorded
-// operation: if another actor changed it meanwhile, nothing is written.
+// operation, its stage and its holder and epoch (the fencing token), after proving the lease is
+// still valid: if another actor changed or took the operation meanwhile, nothing is written.
 func (r *Runner) persist(ctx context.Context, cluster *v1.MysqlCluster, op *v1.OperationStatus, next string, change func(*v1.MysqlClusterStatus)) error {
+	if _, err := r.guard("record stage " + next + " of " + op.ID); err != nil {
+		return err
+	}
 	now := metav1.NewTime(r.now())
 	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
-		if s.Operation == nil || s.Operation.ID != op.ID || s.Operation.Stage != op.Stage {
+		o := s.Operation
+		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != r.Holder || o.Epoch != r.Epoch {
 			return errLostRace
 		}
 		if change != nil {
@@ -671,7 +777,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 		if !podReady(p) {
 			return false, nil
 		}
-		in, err := r.Connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
+		in, err := r.connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
 		if err != nil {
 			return false, err
 		}
@@ -711,7 +817,7 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("instance %s has no ready pod", name)
 	}
-	in, err := ss.r.Connect(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.root})
+	in, err := ss.r.connect(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.root})
 	if err != nil {
 		return nil, err
 	}
@@ -778,6 +884,15 @@ func addErrant(s *v1.MysqlClusterStatus, e v1.ErrantInstance, now time.Time) {
 
 // labelRole sets the role label the Services select on.
 func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, role v1.Role) error {
+	deadline, err := r.guard(fmt.Sprintf("label %s %s", pod, role))
+	if err != nil {
+		return err
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelRole, role)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: pod}}
 	if err := r.Kube.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {

@@ -104,7 +104,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			continue
 		}
 		if op.Type != OperationFailover {
-			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+			return r.otherOperation(cluster, op)
 		}
 		started = true
 		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
@@ -118,22 +118,17 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts FailoverOptions) error {
 	now := metav1.NewTime(r.now())
 	id := fmt.Sprintf("failover-%d", now.Unix())
-	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
-		if s.Operation != nil {
-			return nil
-		}
-		s.Operation = &v1.OperationStatus{
-			ID: id, Type: OperationFailover, Stage: StageConfirming, Holder: r.Holder, Epoch: r.Epoch,
-			StartedAt: now, UpdatedAt: &now, Target: opts.To,
-			Evidence: &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending},
-		}
+	op := v1.OperationStatus{
+		ID: id, Type: OperationFailover, Stage: StageConfirming, StartedAt: now, UpdatedAt: &now, Target: opts.To,
+	}
+	err := r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
+		s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending}
 		if opts.Force {
 			s.Operation.Evidence.Forced = opts.Reason
 		}
 		s.Phase = v1.PhaseFailingOver
 		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, nil)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + s.CurrentPrimary + " started"})
-		return nil
 	})
 	if err == nil {
 		msg := "failover of primary " + c.Status.CurrentPrimary + " started"
@@ -273,7 +268,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in, err := r.Connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+	in, err := r.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
 	if err != nil {
 		ch.Detail = err.Error()
 		return ch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,164 +16,331 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
-// LeaseDuration is how long a holder keeps the cluster without renewing. A crashed actor's
-// lease expires after this, and the next actor takes over (and resumes the recorded operation).
-const LeaseDuration = 15 * time.Second
+// Lease timing. Another actor may take the lease over only after it watched the record stay
+// unchanged for LeaseDuration on its own clock; the holder renews every RenewInterval and stops
+// acting (every mutation is refused) once its last successful renewal is LeaseDuration-LeaseMargin
+// old, so a holder that is paused, partitioned or slowed stops before anyone can take over.
+const (
+	LeaseDuration = 15 * time.Second
+	RenewInterval = 2 * time.Second
+	LeaseMargin   = 5 * time.Second
+	// renewTimeout bounds one renewal: a renewal that hangs counts as failed, and the lease's
+	// validity runs out on its own while it hangs.
+	renewTimeout = 3 * time.Second
+)
+
+// ErrLeaseLost means this actor can no longer prove it holds the cluster: it must not act.
+var ErrLeaseLost = fmt.Errorf("lease lost: %w", outcome.ErrHeld)
 
 // LeaseName is the name of a cluster's Lease.
 func LeaseName(c *v1.MysqlCluster) string { return c.Name + "-mysqlctl" }
 
-// Lease is a held cluster lock. Epoch is the Lease's transition count when it was taken: it is
-// recorded in status.operation, so an actor that lost the lease can be told apart.
+// LeaseOptions tune AcquireLease.
+type LeaseOptions struct {
+	// Wait, when another actor holds the lease, watches the record until it has stayed
+	// unchanged for LeaseDuration (its holder is dead) and then takes it over; a holder that
+	// renews meanwhile is alive and refused. Without Wait, a lease renewed recently by the
+	// holder's own clock is refused at once: a new operation never queues behind a running one.
+	// resume and abort wait (they continue a dead actor's operation); the others do not.
+	Wait bool
+	// Now is the wall clock written into the record (default time.Now). It is never used to
+	// judge expiry: clocks of different machines disagree.
+	Now func() time.Time
+}
+
+// Lease is a held cluster lock and the fencing token that goes with it.
+//
+// Why not k8s.io/client-go/tools/leaderelection: its LeaderElector is built for a long-running
+// candidate that blocks until it leads. An operation needs three things it does not offer: the
+// epoch (the record's transition count) returned together with the acquisition so it can be
+// written into status as a fencing token; a "refuse at once" mode so a second command fails
+// fast instead of queueing; and a validity check with a safety margin on the local clock that
+// every mutation consults (IsLeader only compares identities in the last observed record). The
+// rule for expiry is the same as client-go's: from the local time this process last saw the
+// record change, never from the remote renewTime.
 type Lease struct {
 	Holder string
-	Epoch  int32
+	// Epoch is the record's transition count after this actor took it: every operation status
+	// write is a compare-and-swap on (Holder, Epoch).
+	Epoch int32
 
-	kube   client.Client
-	key    client.ObjectKey
+	kube client.Client
+	key  client.ObjectKey
+	now  func() time.Time
+
 	cancel context.CancelFunc
 	done   chan struct{}
 	lost   chan struct{}
+
+	mu        sync.Mutex
+	lastRenew time.Time // local time (with its monotonic reading) a successful renewal was sent
+	lostErr   error
 }
 
-// AcquireLease takes the cluster's Lease for holder. When another actor holds it, AcquireLease
-// watches the lease until it expires: a holder that renews meanwhile is alive, and the result is
-// an outcome.ErrHeld error naming it; a holder that stops renewing (a killed CLI) loses the lease
-// at expiry and this actor takes over, so a resume right after a crash just waits a few seconds.
-// The returned context is cancelled when the lease is lost (renewal failed or someone else took
-// it); Release ends it.
-func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, holder string, now func() time.Time) (context.Context, *Lease, error) {
-	key := client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)}
-	l := &Lease{Holder: holder, kube: kube, key: key, done: make(chan struct{}), lost: make(chan struct{})}
-	var firstSeen *heldError
+// observed is a record as this process saw it, and when (local clock).
+type observed struct {
+	holder, rv string
+	at         time.Time
+}
+
+// AcquireLease takes the cluster's Lease for holder. When another actor holds it, see
+// LeaseOptions.Wait. The returned context is cancelled when the lease is lost (a renewal found
+// it taken over, or renewals failed until its validity ran out); Release ends it.
+func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, holder string, opts LeaseOptions) (context.Context, *Lease, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	l := &Lease{
+		Holder: holder, kube: kube, key: client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)}, now: opts.Now,
+		done: make(chan struct{}), lost: make(chan struct{}),
+	}
+	minEpoch := int32(0)
+	if op := c.Status.Operation; op != nil {
+		// A Lease deleted and re-created starts counting again; the epoch must still grow.
+		minEpoch = op.Epoch + 1
+	}
+	var seen *observed
 	for {
-		err := l.take(ctx, now, true)
-		var held *heldError
-		if !errors.As(err, &held) {
-			if err != nil {
-				return nil, nil, err
+		sent := time.Now()
+		lease := &coordinationv1.Lease{}
+		err := kube.Get(ctx, l.key, lease)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = l.create(ctx, minEpoch)
+			if apierrors.IsAlreadyExists(err) {
+				continue
 			}
-			break
+		case err != nil:
+			return nil, nil, fmt.Errorf("read Lease %s: %w", l.key, err)
+		default:
+			cur := holderOf(lease)
+			if seen != nil && (seen.holder != cur || seen.rv != lease.ResourceVersion) {
+				// The holder renewed, released or handed over while we watched: it was alive,
+				// and whatever it did, this actor must look at the cluster again.
+				return nil, nil, fmt.Errorf("%w: %s holds cluster %s and is renewing its lease", outcome.ErrHeld, seen.holder, c.Name)
+			}
+			if cur != "" && cur != holder {
+				if seen == nil {
+					seen = &observed{holder: cur, rv: lease.ResourceVersion, at: time.Now()}
+					if !opts.Wait && recentlyRenewed(lease, opts.Now()) {
+						return nil, nil, fmt.Errorf("%w: %s holds cluster %s (it renewed its lease %s ago by its clock); if that process is gone, its lease expires within %s",
+							outcome.ErrHeld, cur, c.Name, opts.Now().Sub(lease.Spec.RenewTime.Time).Round(time.Second), LeaseDuration)
+					}
+				}
+				if wait := LeaseDuration - time.Since(seen.at); wait > 0 {
+					if err := sleepCtx(ctx, min(wait, time.Second)); err != nil {
+						return nil, nil, fmt.Errorf("%w: %s holds cluster %s (%w)", outcome.ErrHeld, cur, c.Name, err)
+					}
+					continue
+				}
+			}
+			err = l.takeOver(ctx, lease, minEpoch)
+			if apierrors.IsConflict(err) {
+				continue // the record changed: look again (a live holder is then refused)
+			}
 		}
-		if firstSeen == nil {
-			firstSeen = held
-		} else if !held.renew.Equal(firstSeen.renew) || held.holder != firstSeen.holder {
-			return nil, nil, fmt.Errorf("%w: %s holds cluster %s and is renewing its lease", outcome.ErrHeld, held.holder, c.Name)
+		if err != nil {
+			return nil, nil, err
 		}
-		wait := time.Until(held.expiry) + 100*time.Millisecond
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("%w: %s holds cluster %s (%w)", outcome.ErrHeld, held.holder, c.Name, ctx.Err())
-		case <-time.After(min(max(wait, 100*time.Millisecond), LeaseDuration/3)):
-		}
+		l.lastRenew = sent
+		break
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
-	go func() {
-		defer close(l.done)
-		t := time.NewTicker(LeaseDuration / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-				if err := l.take(lctx, now, false); err != nil && lctx.Err() == nil {
-					close(l.lost)
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	go l.renewLoop(lctx)
 	return lctx, l, nil
 }
 
-// take creates, takes over or renews the Lease with a compare-and-swap on its resourceVersion.
-func (l *Lease) take(ctx context.Context, now func() time.Time, first bool) error {
-	t := metav1.NewMicroTime(now())
+// holderOf returns the record's holder ("" when released).
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// recentlyRenewed judges, by the holder's own timestamp, whether the lease looks alive. It is
+// only ever used to refuse sooner, never to take a lease: a skewed clock can make a live lease
+// look stale, and then the caller watches the record for a full LeaseDuration instead.
+func recentlyRenewed(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil {
+		return false
+	}
+	return now.Sub(l.Spec.RenewTime.Time) < LeaseDuration
+}
+
+func (l *Lease) create(ctx context.Context, minEpoch int32) error {
+	t := metav1.NewMicroTime(l.now())
 	dur := int32(LeaseDuration / time.Second)
-	lease := &coordinationv1.Lease{}
-	err := l.kube.Get(ctx, l.key, lease)
-	if apierrors.IsNotFound(err) && first {
-		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: &l.Holder, LeaseDurationSeconds: &dur, AcquireTime: &t, RenewTime: &t,
-				LeaseTransitions: new(int32),
-			},
-		}
-		if err := l.kube.Create(ctx, lease); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return l.take(ctx, now, first)
-			}
-			return fmt.Errorf("create Lease %s: %w", l.key, err)
-		}
-		return nil
+	epoch := minEpoch
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: &l.Holder, LeaseDurationSeconds: &dur, AcquireTime: &t, RenewTime: &t, LeaseTransitions: &epoch,
+		},
 	}
-	if err != nil {
-		return fmt.Errorf("read Lease %s: %w", l.key, err)
+	if err := l.kube.Create(ctx, lease); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return fmt.Errorf("create Lease %s: %w", l.key, err)
 	}
+	l.Epoch = epoch
+	return nil
+}
+
+// takeOver writes this actor into the record read (compare-and-swap on its resourceVersion),
+// counting a transition unless the record already names this actor.
+func (l *Lease) takeOver(ctx context.Context, lease *coordinationv1.Lease, minEpoch int32) error {
+	t := metav1.NewMicroTime(l.now())
+	dur := int32(LeaseDuration / time.Second)
 	sp := &lease.Spec
-	holder := ""
-	if sp.HolderIdentity != nil {
-		holder = *sp.HolderIdentity
+	epoch := int32(0)
+	if sp.LeaseTransitions != nil {
+		epoch = *sp.LeaseTransitions
 	}
-	if holder != l.Holder {
-		if !first {
-			return fmt.Errorf("lease %s taken over by %s", l.key, holder)
-		}
-		if holder != "" && sp.RenewTime != nil && sp.LeaseDurationSeconds != nil &&
-			sp.RenewTime.Add(time.Duration(*sp.LeaseDurationSeconds)*time.Second).After(now()) {
-			return &heldError{holder: holder, renew: sp.RenewTime.Time, expiry: sp.RenewTime.Add(time.Duration(*sp.LeaseDurationSeconds) * time.Second)}
-		}
-		transitions := int32(0)
-		if sp.LeaseTransitions != nil {
-			transitions = *sp.LeaseTransitions
-		}
-		transitions++
-		sp.LeaseTransitions = &transitions
+	if holderOf(lease) != l.Holder {
+		epoch = max(epoch+1, minEpoch)
 		sp.HolderIdentity = &l.Holder
 		sp.AcquireTime = &t
 	}
+	sp.LeaseTransitions = &epoch
 	sp.RenewTime = &t
 	sp.LeaseDurationSeconds = &dur
 	if err := l.kube.Update(ctx, lease); err != nil {
-		if apierrors.IsConflict(err) && first {
-			return l.take(ctx, now, first)
+		if apierrors.IsConflict(err) {
+			return err
 		}
-		return fmt.Errorf("renew Lease %s: %w", l.key, err)
+		return fmt.Errorf("take Lease %s: %w", l.key, err)
 	}
-	// Only the acquisition sets the epoch: renewals run concurrently with readers of Epoch and
-	// never change the transition count (the holder stays the same).
-	if first && sp.LeaseTransitions != nil {
-		l.Epoch = *sp.LeaseTransitions
+	l.Epoch = epoch
+	return nil
+}
+
+// errTakenOver means a renewal found another holder in the record.
+var errTakenOver = errors.New("taken over")
+
+// renew writes a new renewTime if the record still names this actor, and records when the
+// successful renewal was sent.
+func (l *Lease) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
+	defer cancel()
+	sent := time.Now()
+	lease := &coordinationv1.Lease{}
+	if err := l.kube.Get(ctx, l.key, lease); err != nil {
+		return err
+	}
+	if h := holderOf(lease); h != l.Holder {
+		return fmt.Errorf("%w by %q", errTakenOver, h)
+	}
+	t := metav1.NewMicroTime(l.now())
+	lease.Spec.RenewTime = &t
+	if err := l.kube.Update(ctx, lease); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lastRenew = sent
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Lease) renewLoop(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := l.renew(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errTakenOver) {
+			l.markLost(fmt.Errorf("%w: the Lease %s was %w", ErrLeaseLost, l.key, err))
+			return
+		}
+		// A failed or hung renewal is retried at the next tick while the lease is still
+		// valid; once it is not, the actor has lost it.
+		if cerr := l.Check(); cerr != nil {
+			l.markLost(cerr)
+			return
+		}
+	}
+}
+
+func (l *Lease) markLost(err error) {
+	l.mu.Lock()
+	if l.lostErr == nil {
+		l.lostErr = err
+		close(l.lost)
+	}
+	l.mu.Unlock()
+	l.cancel()
+}
+
+// Check proves the lease is still this actor's: nil when the last successful renewal was sent
+// less than LeaseDuration-LeaseMargin ago. Elapsed time is measured on the monotonic clock and
+// on the wall clock and the larger counts: Go's monotonic clock stops while a laptop sleeps,
+// the wall clock does not, so a process woken from sleep cannot believe it still holds a lease
+// that others took over meanwhile. Every mutating SQL statement, label move and operation
+// status write asks first.
+func (l *Lease) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lostErr != nil {
+		return l.lostErr
+	}
+	if age := since(l.lastRenew); age >= LeaseDuration-LeaseMargin {
+		return fmt.Errorf("%w: its last renewal of %s succeeded %s ago (valid for %s)", ErrLeaseLost, l.key, age.Round(time.Millisecond), LeaseDuration-LeaseMargin)
 	}
 	return nil
 }
 
-// heldError says another actor holds an unexpired lease.
-type heldError struct {
-	holder        string
-	renew, expiry time.Time
+// ValidUntil is the local time after which the lease is no longer valid unless renewed: a
+// mutation in flight is cut off there.
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Now().Add(LeaseDuration - LeaseMargin - since(l.lastRenew))
 }
 
-func (e *heldError) Error() string { return e.holder + " holds the lease" }
+// since returns the larger of the monotonic and the wall-clock time elapsed since t.
+func since(t time.Time) time.Duration {
+	return max(time.Since(t), time.Now().Round(0).Sub(t.Round(0)))
+}
 
 // Lost is closed when the lease was lost.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Release stops renewing and gives the lease up, so the next actor need not wait for expiry.
+// Release stops renewing and gives the lease up (when the record still names this actor), so
+// the next actor need not wait for it to expire.
 func (l *Lease) Release(ctx context.Context) {
 	l.cancel()
 	<-l.done
+	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
+	defer cancel()
 	lease := &coordinationv1.Lease{}
 	if err := l.kube.Get(ctx, l.key, lease); err != nil {
 		return
 	}
-	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == l.Holder {
+	if holderOf(lease) == l.Holder {
 		empty := ""
 		lease.Spec.HolderIdentity = &empty
 		_ = l.kube.Update(ctx, lease)
+	}
+}
+
+// sleepCtx pauses for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

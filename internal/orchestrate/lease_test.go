@@ -3,42 +3,186 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
-// TestLeaseOneActor: a live holder refuses a second actor (outcome.ErrHeld naming it); after
-// Release the second actor takes the lease with a higher epoch.
+// TestLeaseOneActor: a second actor starting a new operation is refused at once while a live
+// holder has the lease, naming it; one that waits (resume) is refused as soon as it sees the
+// holder renew; after Release the second actor takes the lease with a higher epoch.
 func TestLeaseOneActor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, _ := countingClient(t)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "lease", Namespace: "default"}}
-	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", time.Now)
+	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second actor keeps watching while A renews; bound it so the test is quick.
-	bctx, bcancel := context.WithTimeout(ctx, LeaseDuration+LeaseDuration/2)
-	_, _, err = AcquireLease(bctx, c, cluster, "actor-b", time.Now)
-	bcancel()
+	start := time.Now()
+	_, _, err = AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{})
 	if !errors.Is(err, outcome.ErrHeld) || !strings.Contains(err.Error(), "actor-a holds cluster lease") {
 		t.Fatalf("second actor: %v", err)
 	}
+	if waited := time.Since(start); waited > RenewInterval {
+		t.Errorf("a new operation waited %s for a live holder instead of being refused at once", waited)
+	}
+	_, _, err = AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Wait: true})
+	if !errors.Is(err, outcome.ErrHeld) || !strings.Contains(err.Error(), "actor-a holds cluster lease and is renewing") {
+		t.Fatalf("second actor waiting: %v", err)
+	}
+	if err := a.Check(); err != nil {
+		t.Fatalf("the holder's lease is no longer valid after refusals: %v", err)
+	}
 	epochA := a.Epoch
 	a.Release(ctx)
-	_, b, err := AcquireLease(ctx, c, cluster, "actor-b", time.Now)
+	_, b, err := AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{})
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	defer b.Release(ctx)
 	if b.Epoch <= epochA {
 		t.Errorf("epoch %d after takeover, want more than %d", b.Epoch, epochA)
+	}
+}
+
+// TestLeaseClockAheadCannotTakeLiveLease: an actor whose wall clock runs 30 s ahead sees the
+// holder's renewTime as long expired; it must still not take the lease while the holder renews,
+// because expiry is judged from when this process saw the record change.
+func TestLeaseClockAheadCannotTakeLiveLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "skew", Namespace: "default"}}
+	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	ahead := func() time.Time { return time.Now().Add(30 * time.Second) }
+	for _, wait := range []bool{false, true} {
+		_, b, err := AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Now: ahead, Wait: wait})
+		if err == nil {
+			b.Release(ctx)
+			t.Fatalf("wait=%v: an actor with a clock 30s ahead took a live lease", wait)
+		}
+		if !errors.Is(err, outcome.ErrHeld) || !strings.Contains(err.Error(), "actor-a") {
+			t.Fatalf("wait=%v: %v", wait, err)
+		}
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: LeaseName(cluster)}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if holderOf(lease) != "actor-a" || a.Check() != nil {
+		t.Errorf("holder %q, A's check %v", holderOf(lease), a.Check())
+	}
+}
+
+// TestLeaseDeadHolderTakenOverAfterLocalExpiry: a holder that stops renewing (killed) is taken
+// over by a waiting actor only after the record stayed unchanged for LeaseDuration as this
+// process measured it, even when the dead holder's clock ran ahead (its renewTime in the future).
+func TestLeaseDeadHolderTakenOverAfterLocalExpiry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: "default"}}
+	future := func() time.Time { return time.Now().Add(time.Hour) }
+	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{Now: future})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cancel() // "killed": renewals stop, nothing is released
+	<-a.done
+	start := time.Now()
+	_, b, err := AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Wait: true})
+	if err != nil {
+		t.Fatalf("waiting actor: %v", err)
+	}
+	defer b.Release(ctx)
+	if waited := time.Since(start); waited < LeaseDuration {
+		t.Errorf("took a dead holder's lease after %s, before a full lease duration of local observation", waited)
+	}
+	if b.Epoch <= a.Epoch {
+		t.Errorf("epoch %d after takeover, want more than %d", b.Epoch, a.Epoch)
+	}
+}
+
+// TestLeaseHungRenewalLosesValidity: when renewals hang (the API server stops answering
+// writes), the holder's lease stops being valid LeaseDuration-LeaseMargin after its last
+// successful renewal, before anyone else could take it; its context is cancelled.
+func TestLeaseHungRenewalLosesValidity(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var hang atomic.Bool
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if hang.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/leases/") {
+				<-r.Context().Done() // a renewal that never gets an answer
+				return nil, r.Context().Err()
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "hung", Namespace: "default"}}
+	lctx, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	if err := a.Check(); err != nil {
+		t.Fatalf("fresh lease: %v", err)
+	}
+	hang.Store(true)
+	select {
+	case <-a.Lost():
+	case <-time.After(LeaseDuration):
+		t.Fatal("renewals hang and the lease was not lost within the lease duration")
+	}
+	if err := a.Check(); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("check after hung renewals: %v", err)
+	}
+	if lctx.Err() == nil {
+		t.Error("the lease's context was not cancelled")
+	}
+}
+
+// TestLeaseEpochGrowsAfterLeaseRecreated: a Lease deleted and created again starts counting
+// transitions afresh; the epoch must still exceed the one recorded in the operation.
+func TestLeaseEpochGrowsAfterLeaseRecreated(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "recreated", Namespace: "default"}}
+	cluster.Status.Operation = &v1.OperationStatus{ID: "switchover-1", Epoch: 7, Holder: "gone"}
+	_, l, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if l.Epoch <= 7 {
+		t.Errorf("epoch %d, want more than the recorded 7", l.Epoch)
 	}
 }

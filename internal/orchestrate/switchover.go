@@ -85,17 +85,10 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			}
 			now := metav1.NewTime(r.now())
 			id := fmt.Sprintf("switchover-%d", now.Unix())
-			if err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
-				if s.Operation != nil {
-					return nil
-				}
-				s.Operation = &v1.OperationStatus{
-					ID: id, Type: OperationSwitchover, Stage: StageValidating, Holder: r.Holder, Epoch: r.Epoch,
-					StartedAt: now, UpdatedAt: &now, Target: opts.To,
-				}
+			op := v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, StartedAt: now, UpdatedAt: &now, Target: opts.To}
+			if err := r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
 				s.Phase = v1.PhaseSwitchingOver
 				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "SwitchingOver", Message: "switchover started"})
-				return nil
 			}); err != nil {
 				return err
 			}
@@ -103,7 +96,7 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			continue
 		}
 		if op.Type != OperationSwitchover {
-			return fmt.Errorf("%w: operation %s (%s, stage %s, holder %s) is in progress", outcome.ErrHeld, op.ID, op.Type, op.Stage, op.Holder)
+			return r.otherOperation(cluster, op)
 		}
 		started = true
 		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {

@@ -42,6 +42,13 @@ type Instance struct {
 	secrets []string
 	// DefaultTimeout bounds an action whose context has no deadline.
 	DefaultTimeout time.Duration
+	// Guard, when set, is asked right before every statement that changes the
+	// server, with a description of the action. An error stops the statement
+	// from being sent; a non-zero deadline cuts the statement off there. An
+	// orchestrator uses it to prove it still holds the cluster (a fencing
+	// token), so that an actor that was paused and lost its lease sends
+	// nothing when it wakes.
+	Guard func(what string) (deadline time.Time, err error)
 
 	mu      sync.Mutex
 	dialect Dialect
@@ -145,9 +152,33 @@ func (i *Instance) exec(ctx context.Context, op string, stmts ...Stmt) error {
 	ctx, cancel := i.bound(ctx)
 	defer cancel()
 	for _, s := range stmts {
-		if _, err := i.db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
-			return i.fail(op, err, &s)
+		if err := i.execGuarded(ctx, i.db, op, s); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// execer runs one statement: the pool or a pinned session.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// execGuarded asks the Guard, then runs one statement within the Guard's deadline.
+func (i *Instance) execGuarded(ctx context.Context, db execer, op string, s Stmt) error {
+	if i.Guard != nil {
+		deadline, err := i.Guard(op + " on " + i.Name)
+		if err != nil {
+			return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: err}
+		}
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	if _, err := db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
+		return i.fail(op, err, &s)
 	}
 	return nil
 }
@@ -490,10 +521,7 @@ func (i *Instance) EnsureUser(ctx context.Context, spec UserSpec, opts EnsureUse
 	}
 	defer func() { _ = conn.Close() }()
 	run := func(s Stmt) error {
-		if _, err := conn.ExecContext(ctx, s.SQL, s.Args...); err != nil {
-			return i.fail("ensure user "+spec.User, err, &s)
-		}
-		return nil
+		return i.execGuarded(ctx, conn, "ensure user "+spec.User, s)
 	}
 	if err := run(stmt("SET SESSION sql_log_bin = 0")); err != nil {
 		return err

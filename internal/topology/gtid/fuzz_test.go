@@ -12,6 +12,7 @@ func FuzzParseMySQLSet(f *testing.F) {
 	for _, seed := range []string{
 		"", u1 + ":1-5:7-9", u1 + ":1-5,\n" + u2 + ":1", u1 + ":tag:1-3", u1 + ":1-4:aaaa:1:abc:1-3",
 		u1 + ":0", u1 + ":5-3", u1 + ":9223372036854775807", u1 + ":", ",", "0-1-100", u1 + ":t",
+		u1 + ":1-9223372036854775806", u1 + ":010", u1 + ":0x1f", u1 + ":+5", u1 + ":1--5", u1 + ":1 2", u1 + ": 1 - 5",
 	} {
 		f.Add(seed)
 	}
@@ -23,6 +24,13 @@ func FuzzParseMySQLSet(f *testing.F) {
 			}
 			_ = err.Error()
 			return
+		}
+		for _, sid := range s.SIDs() {
+			for _, iv := range s.Intervals(sid) {
+				if iv.Start == 0 || iv.End < iv.Start || iv.End > MaxTransactionID {
+					t.Fatalf("%q parsed to interval %v of %s", in, iv, sid)
+				}
+			}
 		}
 		text := s.String()
 		again, err := ParseMySQLSet(text)

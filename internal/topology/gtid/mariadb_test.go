@@ -16,7 +16,15 @@ func TestParseMariaDBPos(t *testing.T) {
 		{"0-1-100", "0-1-100", 100},
 		{"1-2-7,0-1-100", "0-1-100,1-2-7", 107},
 		{" 0-1-100 ,\n 3-4-5 ", "0-1-100,3-4-5", 105},
+		// MariaDB reads every number with my_strtoll10, which is decimal
+		// only: unlike MySQL's GTID parser it takes a leading zero as
+		// decimal, so leading zeros read the same here as on the server
+		// (server_test.go checks this against a real server).
 		{"00-01-007", "0-1-7", 7},
+		{"010-1-1", "10-1-1", 1},
+		{"0-010-1", "0-10-1", 1},
+		{"0-1-010", "0-1-10", 10},
+		{"0-1-08", "0-1-8", 8},
 		{"0-1-0", "0-1-0", 0},
 		{"4294967295-4294967295-18446744073709551615", "4294967295-4294967295-18446744073709551615", 18446744073709551615},
 	}
@@ -56,6 +64,18 @@ func TestParseMariaDBPosInvalid(t *testing.T) {
 		{"-1-1-1", 0, "expected a decimal domain id"},
 		{"0-1-1-1", 5, "expected ',' or the end"},
 		{u1 + ":1", 1, "expected '-'"},
+		// 0x prefixes and '-' signs are refused by the server as well.
+		{"0x1-1-1", 1, "expected '-'"},
+		{"0-0x1-1", 3, "expected '-'"},
+		{"0-1-0x10", 5, "expected ',' or the end"},
+		{"0-1--0", 4, "expected a decimal sequence number"},
+		// The server reads a '+' sign, or spaces after a '-', as the same
+		// number without them; refusing them is stricter, never a
+		// different reading.
+		{"+1-1-1", 0, "expected a decimal domain id"},
+		{"0-+1-1", 2, "expected a decimal server_id"},
+		{"0-1-+5", 4, "expected a decimal sequence number"},
+		{"0- 1-1", 2, "expected a decimal server_id"},
 	}
 	for _, tt := range tests {
 		_, err := ParseMariaDBPos(tt.in)

@@ -11,10 +11,11 @@ import (
 	"strings"
 )
 
-// MaxTransactionID is the largest transaction number accepted in a MySQL GTID.
-// MySQL stores transaction numbers as signed 64-bit integers (rpl_gno), so no
-// server can produce a larger one.
-const MaxTransactionID = math.MaxInt64
+// MaxTransactionID is the largest transaction number accepted in a MySQL GTID,
+// 2^63-2. MySQL stores transaction numbers as signed 64-bit integers (rpl_gno)
+// and reserves 2^63-1 (GNO_END) as "one past the last", so its GTID text
+// parser refuses 2^63-1 and no server can produce it or anything larger.
+const MaxTransactionID = math.MaxInt64 - 1
 
 // MaxTagLength is the longest tag MySQL 8.4 accepts in a tagged GTID
 // (https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html).
@@ -134,6 +135,11 @@ type MySQLSet struct {
 // UUIDs and tags may be in any case, the same UUID may appear several times,
 // and intervals may overlap; the result is normalized. The empty string is
 // the empty set.
+//
+// Transaction numbers must be plain decimal, from 1 to MaxTransactionID.
+// MySQL reads them with strtoll in base 0, so it would take "010" as octal 8
+// and "0x10" as hexadecimal 16; numbers with a leading zero, a 0x prefix or
+// a sign are therefore refused rather than read differently from the server.
 func ParseMySQLSet(s string) (MySQLSet, error) {
 	p := mysqlParser{s: s}
 	m, err := p.parse()
@@ -166,7 +172,7 @@ func NewMySQLSet(m map[SID][]Interval) (MySQLSet, error) {
 		sid.Tag = tag
 		for _, iv := range ivs {
 			if iv.Start == 0 || iv.End < iv.Start || iv.End > MaxTransactionID {
-				return MySQLSet{}, errors.New("invalid interval " + iv.String() + " for " + sid.String() + ": need 1 <= start <= end <= 2^63-1")
+				return MySQLSet{}, errors.New("invalid interval " + iv.String() + " for " + sid.String() + ": need 1 <= start <= end <= 2^63-2")
 			}
 		}
 		cp[sid] = append(cp[sid], ivs...)
@@ -193,7 +199,7 @@ func normalizeIntervals(ivs []Interval) []Interval {
 	out := ivs[:1]
 	for _, iv := range ivs[1:] {
 		last := &out[len(out)-1]
-		// End is at most MaxInt64, so End+1 cannot overflow uint64.
+		// End is at most MaxTransactionID, so End+1 cannot overflow.
 		if iv.Start <= last.End+1 {
 			last.End = max(last.End, iv.End)
 			continue
@@ -519,10 +525,14 @@ func (p *mysqlParser) fail(reason string) error {
 	return &ParseError{What: "MySQL GTID set", Input: p.s, Offset: p.pos, Reason: reason}
 }
 
-func (p *mysqlParser) skipSpace() {
-	for p.pos < len(p.s) && isSpace(p.s[p.pos]) {
-		p.pos++
+func (p *mysqlParser) skipSpace() { p.pos = p.skipSpaceFrom(p.pos) }
+
+// skipSpaceFrom returns the offset of the first non-space byte at or after i.
+func (p *mysqlParser) skipSpaceFrom(i int) int {
+	for i < len(p.s) && isSpace(p.s[i]) {
+		i++
 	}
+	return i
 }
 
 func (p *mysqlParser) parse() (map[SID][]Interval, error) {
@@ -553,7 +563,8 @@ func (p *mysqlParser) parse() (map[SID][]Interval, error) {
 				return nil, p.fail("expected a transaction interval or a tag after ':'")
 			}
 			switch c := p.s[p.pos]; {
-			case isDigit(c):
+			case isDigit(c) || c == '+' || c == '-':
+				// A sign is refused by number, with a reason.
 				iv, err := p.interval()
 				if err != nil {
 					return nil, err
@@ -648,24 +659,65 @@ func (p *mysqlParser) interval() (Interval, error) {
 	return Interval{start, end}, nil
 }
 
+// number reads one transaction number. MySQL reads these with strtoll in base
+// 0 (parse_gno), which takes a leading "0" as octal, "0x" as hexadecimal and
+// accepts a sign; anything but plain decimal digits without a leading zero
+// is refused here, so that no text is read as a different number than the
+// server would read it. Whitespace before the number has been skipped by the
+// caller, as strtoll skips it.
 func (p *mysqlParser) number() (uint64, error) {
 	start := p.pos
+	if p.pos < len(p.s) && (p.s[p.pos] == '+' || p.s[p.pos] == '-') {
+		return 0, p.fail("transaction number " + quoteNumber(p.s[start:p.wordEnd(start+1)]) + " has a sign: write it as plain decimal digits")
+	}
+	if p.pos+1 < len(p.s) && p.s[p.pos] == '0' && (p.s[p.pos+1] == 'x' || p.s[p.pos+1] == 'X') {
+		return 0, p.fail("transaction number " + quoteNumber(p.s[start:p.wordEnd(start)]) + " has a 0x prefix: MySQL would read it as hexadecimal; write it in decimal")
+	}
 	for p.pos < len(p.s) && isDigit(p.s[p.pos]) {
 		p.pos++
 	}
 	if p.pos == start {
 		return 0, p.fail("expected a transaction number")
 	}
-	n, err := strconv.ParseUint(p.s[start:p.pos], 10, 64)
-	if err != nil || n > MaxTransactionID {
-		p.pos = start
-		return 0, p.fail("transaction number exceeds 2^63-1")
+	digits := p.s[start:p.pos]
+	// After a number only '-', ':', ',' or the end may follow, never
+	// another digit: "1 2" is one number with a space inside, not two.
+	if next := p.skipSpaceFrom(p.pos); next > p.pos && next < len(p.s) && isDigit(p.s[next]) {
+		return 0, p.fail("transaction number " + quoteNumber(p.s[start:p.wordEnd(next)]) + " has a space inside it")
 	}
-	if n == 0 {
+	if strings.TrimLeft(digits, "0") == "" {
 		p.pos = start
 		return 0, p.fail("transaction numbers start at 1")
 	}
+	if digits[0] == '0' {
+		p.pos = start
+		return 0, p.fail("transaction number " + quoteNumber(digits) + " has a leading zero: MySQL would read it as octal; write it without leading zeros")
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > MaxTransactionID {
+		p.pos = start
+		return 0, p.fail("transaction number " + quoteNumber(digits) + " exceeds " + strconv.FormatUint(MaxTransactionID, 10) + " (2^63-2), the largest MySQL allows")
+	}
 	return n, nil
+}
+
+// wordEnd returns the offset after the letters and digits starting at i: the
+// extent of a malformed number such as "0x1f" or "+12", for error messages.
+func (p *mysqlParser) wordEnd(i int) int {
+	for i < len(p.s) && (isDigit(p.s[i]) || isTagStart(p.s[i])) {
+		i++
+	}
+	return i
+}
+
+// quoteNumber quotes the text of a refused number, shortened so that a
+// runaway digit string does not make the error message unreadable.
+func quoteNumber(s string) string {
+	const limit = 24
+	if len(s) > limit {
+		s = s[:limit] + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func normalizeTag(tag string) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,8 +50,14 @@ func TestParseMySQLSetCanonical(t *testing.T) {
 		},
 		{"underscore tag", u1 + ":_x:1", u1 + ":_x:1", 1},
 		{"max tag length", u1 + ":" + strings.Repeat("a", 32) + ":1", u1 + ":" + strings.Repeat("a", 32) + ":1", 1},
-		{"max transaction id", u1 + ":9223372036854775807", u1 + ":9223372036854775807", 1},
-		{"leading zeros", u1 + ":007-010", u1 + ":7-10", 4},
+		{"max transaction id", u1 + ":9223372036854775806", u1 + ":9223372036854775806", 1},
+		{"interval up to the max", u1 + ":1-9223372036854775806", u1 + ":1-9223372036854775806", 9223372036854775806},
+		{"last two transaction ids", u1 + ":9223372036854775805-9223372036854775806", u1 + ":9223372036854775805-9223372036854775806", 2},
+		{"tagged max", u1 + ":t:9223372036854775806", u1 + ":t:9223372036854775806", 1},
+		{"zeros inside and at the end", u1 + ":10-100:1000:20304", u1 + ":10-100:1000:20304", 93},
+		{"space after colon and around dash", u1 + ": 1 -\t5:\n7", u1 + ":1-5:7", 6},
+		{"space before tag and its interval", u1 + ": t : 3", u1 + ":t:3", 1},
+		{"MySQL output with newline after each comma", u1 + ":1-5,\n" + u2 + ":1-3", u1 + ":1-5," + u2 + ":1-3", 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,8 +97,41 @@ func TestParseMySQLSetInvalid(t *testing.T) {
 		{"zero", u1 + ":0", 37, "start at 1"},
 		{"zero range", u1 + ":0-3", 37, "start at 1"},
 		{"reversed", u1 + ":5-3", 39, "below its start"},
-		{"too large", u1 + ":9223372036854775808", 37, "exceeds 2^63-1"},
-		{"overflow", u1 + ":99999999999999999999", 37, "exceeds 2^63-1"},
+		// MySQL's largest transaction number is 2^63-2: 2^63-1 is GNO_END,
+		// one past the last, and its parser refuses it.
+		{"GNO_END", u1 + ":9223372036854775807", 37, `transaction number "9223372036854775807" exceeds 9223372036854775806 (2^63-2)`},
+		{"2^63", u1 + ":9223372036854775808", 37, `transaction number "9223372036854775808" exceeds 9223372036854775806`},
+		{"interval end at GNO_END", u1 + ":1-9223372036854775807", 39, `"9223372036854775807" exceeds 9223372036854775806`},
+		{"interval at GNO_END", u1 + ":9223372036854775806-9223372036854775807", 57, `"9223372036854775807" exceeds`},
+		{"tagged GNO_END", u1 + ":t:9223372036854775807", 39, `"9223372036854775807" exceeds`},
+		{"max uint64", u1 + ":18446744073709551615", 37, `"18446744073709551615" exceeds`},
+		{"overflow", u1 + ":99999999999999999999", 37, `"99999999999999999999" exceeds 9223372036854775806`},
+		{"long number is shortened", u1 + ":" + strings.Repeat("1", 60), 37, `"111111111111111111111111…" exceeds`},
+		// MySQL reads transaction numbers with strtoll(…, 0): a leading 0
+		// means octal and 0x hexadecimal, so such text is refused.
+		{"leading zero", u1 + ":010", 37, `transaction number "010" has a leading zero: MySQL would read it as octal`},
+		{"leading zeros", u1 + ":007-10", 37, `"007" has a leading zero`},
+		{"leading zero in interval end", u1 + ":1-010", 39, `"010" has a leading zero`},
+		{"leading zero that is not octal", u1 + ":09", 37, `"09" has a leading zero`},
+		{"leading zero after tag", u1 + ":t:01", 39, `"01" has a leading zero`},
+		{"leading zero in second UUID", u1 + ":1," + u2 + ":02", 76, `"02" has a leading zero`},
+		{"double zero", u1 + ":00", 37, "start at 1"},
+		{"zero interval end", u1 + ":1-0", 39, "start at 1"},
+		{"hexadecimal", u1 + ":0x10", 37, `transaction number "0x10" has a 0x prefix: MySQL would read it as hexadecimal`},
+		{"upper-case hexadecimal", u1 + ":0X1F", 37, `"0X1F" has a 0x prefix`},
+		{"hexadecimal interval end", u1 + ":1-0x10", 39, `"0x10" has a 0x prefix`},
+		{"bare 0x", u1 + ":0x", 37, `"0x" has a 0x prefix`},
+		{"hexadecimal after tag", u1 + ":t:0xa", 39, `"0xa" has a 0x prefix`},
+		{"plus sign", u1 + ":+5", 37, `transaction number "+5" has a sign`},
+		{"minus sign", u1 + ":-1", 37, `transaction number "-1" has a sign`},
+		{"bare sign", u1 + ":+", 37, `transaction number "+" has a sign`},
+		{"signed interval end", u1 + ":1-+5", 39, `"+5" has a sign`},
+		{"negative interval end", u1 + ":1--5", 39, `"-5" has a sign`},
+		{"signed after spaces", u1 + ": +5", 38, `"+5" has a sign`},
+		{"space inside number", u1 + ":1 2", 38, `transaction number "1 2" has a space inside it`},
+		{"tab inside number", u1 + ":12\t34-40", 39, `"12\t34" has a space inside it`},
+		{"space inside interval end", u1 + ":1-2 3", 40, `"2 3" has a space inside it`},
+		{"newline inside number", u1 + ":1\n2," + u2 + ":1", 38, `"1\n2" has a space inside it`},
 		{"dangling dash", u1 + ":5-", 39, "expected a transaction number"},
 		{"trailing comma", u1 + ":1,", 39, "expected a UUID after ','"},
 		{"double comma", u1 + ":1,," + u2 + ":1", 39, "expected a UUID"},
@@ -99,7 +139,8 @@ func TestParseMySQLSetInvalid(t *testing.T) {
 		{"tag without intervals", u1 + ":tag", 40, `tag "tag" has no transaction interval`},
 		{"tag followed by tag", u1 + ":a:b:1", 39, `tag "a" has no transaction interval`},
 		{"tag too long", u1 + ":" + strings.Repeat("a", 33) + ":1", 37, "longer than 32"},
-		{"bad character after colon", u1 + ":-1", 37, "expected a transaction interval"},
+		{"bad character after colon", u1 + ":*1", 37, "expected a transaction interval"},
+		{"letters after a number", u1 + ":12ab", 39, "expected ',' or ':'"},
 		{"semicolon separator", u1 + ":1;" + u2 + ":1", 38, "expected ',' or ':'"},
 		{"MariaDB position", "0-1-100", 0, "UUID must be"},
 		{"garbage", "hello", 0, "expected a UUID"},
@@ -195,9 +236,18 @@ func TestMySQLSetAlgebra(t *testing.T) {
 			union: u1 + ":1-20", aMinusB: u1 + ":1:3:5:7:9:20", intersect: u1 + ":2:4:6:8:10-19", aContainsB: true,
 		},
 		{
-			name: "maximum transaction numbers", a: u1 + ":9223372036854775800-9223372036854775807", b: u1 + ":9223372036854775807",
-			union: u1 + ":9223372036854775800-9223372036854775807", aMinusB: u1 + ":9223372036854775800-9223372036854775806",
-			intersect: u1 + ":9223372036854775807", aContainsB: true,
+			name: "maximum transaction numbers", a: u1 + ":9223372036854775800-9223372036854775806", b: u1 + ":9223372036854775806",
+			union: u1 + ":9223372036854775800-9223372036854775806", aMinusB: u1 + ":9223372036854775800-9223372036854775805",
+			intersect: u1 + ":9223372036854775806", aContainsB: true,
+		},
+		{
+			name: "full range minus its ends", a: u1 + ":1-9223372036854775806", b: u1 + ":2-9223372036854775805",
+			union: u1 + ":1-9223372036854775806", aMinusB: u1 + ":1:9223372036854775806",
+			intersect: u1 + ":2-9223372036854775805", aContainsB: true,
+		},
+		{
+			name: "adjacent at the maximum", a: u1 + ":9223372036854775806", b: u1 + ":1-9223372036854775805",
+			union: u1 + ":1-9223372036854775806", aMinusB: u1 + ":9223372036854775806", bMinusA: u1 + ":1-9223372036854775805",
 		},
 	}
 	for _, tt := range tests {
@@ -278,7 +328,9 @@ func TestNewMySQLSet(t *testing.T) {
 	for _, bad := range []map[SID][]Interval{
 		{{UUID: uuid}: {{0, 1}}},
 		{{UUID: uuid}: {{3, 2}}},
+		{{UUID: uuid}: {{1, math.MaxInt64}}},
 		{{UUID: uuid}: {{1, math.MaxInt64 + 1}}},
+		{{UUID: uuid}: {{math.MaxUint64, math.MaxUint64}}},
 		{{UUID: uuid, Tag: "9x"}: {{1, 1}}},
 		{{UUID: uuid, Tag: "a-b"}: {{1, 1}}},
 	} {
@@ -315,10 +367,67 @@ func TestMySQLSetJSON(t *testing.T) {
 func TestCountSaturates(t *testing.T) {
 	var parts []string
 	for i := range 3 {
-		parts = append(parts, strings.Replace(u1, "3e", "0"+string(rune('a'+i)), 1)+":1-9223372036854775807")
+		parts = append(parts, strings.Replace(u1, "3e", "0"+string(rune('a'+i)), 1)+":1-9223372036854775806")
 	}
 	s := MustParseMySQLSet(strings.Join(parts, ","))
 	if s.Count() != math.MaxUint64 {
 		t.Fatalf("Count() = %d, want saturation", s.Count())
+	}
+}
+
+// TestMySQLSetNearMaximum checks that nothing overflows with intervals that
+// end at MaxTransactionID: counting, merging, cutting holes and printing.
+func TestMySQLSetNearMaximum(t *testing.T) {
+	const maxText = "9223372036854775806"
+	if MaxTransactionID != 1<<63-2 || strconv.FormatUint(MaxTransactionID, 10) != maxText {
+		t.Fatalf("MaxTransactionID = %d, want 2^63-2", uint64(MaxTransactionID))
+	}
+	full := MustParseMySQLSet(u1 + ":1-" + maxText)
+	if got := full.Count(); got != MaxTransactionID {
+		t.Fatalf("Count() = %d, want %d", got, uint64(MaxTransactionID))
+	}
+	// Two full UUIDs hold 2^64-4 transactions: exact, no saturation yet.
+	two := full.Union(MustParseMySQLSet(u2 + ":1-" + maxText))
+	if got := two.Count(); got != math.MaxUint64-3 {
+		t.Fatalf("Count() of two full UUIDs = %d, want %d", got, uint64(math.MaxUint64-3))
+	}
+	if got := two.String(); got != u1+":1-"+maxText+","+u2+":1-"+maxText {
+		t.Fatalf("String() = %q", got)
+	}
+	last := MustParseMySQLSet(u1 + ":" + maxText)
+	if got := full.Subtract(last).String(); got != u1+":1-9223372036854775805" {
+		t.Fatalf("full − last = %q", got)
+	}
+	if got := full.Subtract(full); !got.IsEmpty() {
+		t.Fatalf("full − full = %q", got)
+	}
+	if got := full.Subtract(last).Union(last); !got.Equal(full) {
+		t.Fatalf("(full − last) ∪ last = %q", got)
+	}
+	if got := last.Union(MustParseMySQLSet(u1 + ":9223372036854775805")).String(); got != u1+":9223372036854775805-"+maxText {
+		t.Fatalf("adjacent union at the maximum = %q", got)
+	}
+	sid := full.SIDs()[0]
+	for n, want := range map[uint64]bool{1: true, MaxTransactionID: true, MaxTransactionID + 1: false, math.MaxUint64: false} {
+		if got := full.ContainsGTID(sid, n); got != want {
+			t.Errorf("ContainsGTID(%d) = %v", n, got)
+		}
+	}
+	built, err := NewMySQLSet(map[SID][]Interval{sid: {{MaxTransactionID, MaxTransactionID}, {1, MaxTransactionID - 1}}})
+	if err != nil || !built.Equal(full) {
+		t.Fatalf("NewMySQLSet up to the maximum = %q, %v", built, err)
+	}
+	if again := MustParseMySQLSet(full.String()); !again.Equal(full) {
+		t.Fatalf("round trip of %q = %q", full, again)
+	}
+}
+
+func TestParseErrorForLongNumberIsShort(t *testing.T) {
+	_, err := ParseMySQLSet(u1 + ":" + strings.Repeat("9", 5000))
+	if err == nil {
+		t.Fatal("expected an error")
+	}
+	if len(err.Error()) > 250 {
+		t.Fatalf("error message is %d bytes long: %q", len(err.Error()), err)
 	}
 }

@@ -82,6 +82,8 @@ func TestMariaDBServerAgrees(t *testing.T) {
 	validity := []string{
 		"0-1-1", "00-01-007", "0-1-0", "4294967295-4294967295-18446744073709551615", "1-2-7,0-1-100",
 		"0-1-1,0-2-2", "4294967296-1-1", "0-4294967296-1", "0-1-", "a-1-1", "0-1-1,", ",0-1-1", "0-1", "0--1-1", "0-1-1-1",
+		// Leading zeros are decimal to the server too; 0x and '-' are refused.
+		"010-1-1", "0-010-1", "0-1-010", "0-1-08", "0x1-1-1", "0-0x1-1", "0-1-0x10", "-0-1-1", "0-1--0", "0 -1-1", "0-1-1 5",
 	}
 	for _, in := range validity {
 		_, err := db.ExecContext(ctx, "SET GLOBAL gtid_slave_pos = ?", in)
