@@ -450,7 +450,7 @@ func TestFailoverNoSafeCandidate(t *testing.T) {
 	defer forceDelete(t, context.Background(), "fn-0")
 
 	c := getCluster(t, ctx, "fn")
-	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", time.Now)
+	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", orchestrate.LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

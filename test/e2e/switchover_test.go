@@ -233,7 +233,7 @@ func TestSecondActorIsRefused(t *testing.T) {
 	if c.Status.CurrentPrimary != "held-0" || c.Status.Operation != nil {
 		t.Fatalf("the dry run changed the cluster: %+v", c.Status)
 	}
-	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", time.Now)
+	_, lease, err := orchestrate.AcquireLease(ctx, kube(t), c, "someone-else", orchestrate.LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
