@@ -280,4 +280,3 @@ func roleLabels(t *testing.T, ctx context.Context, pods ...string) string {
 	}
 	return strings.Join(parts, ",")
 }
-
