@@ -1,0 +1,273 @@
+package orchestrate
+
+// The bootstrap (and converge) stages, one function each, walked by the stage engine (stage.go).
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, members, observe := x.c, x.members, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	type rec struct {
+		record v1.GTIDBootstrapRecord
+		errant *v1.ErrantInstance
+	}
+	var recs []rec
+	for _, m := range members {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + m.pod.Name}, pvc); err != nil {
+			return "", nil, fmt.Errorf("read the data volume claim of %s: %w", m.pod.Name, err)
+		}
+		var existing *v1.GTIDBootstrapRecord
+		for i := range c.Status.GTIDBootstrap {
+			if c.Status.GTIDBootstrap[i].Ordinal == m.ordinal {
+				existing = &c.Status.GTIDBootstrap[i]
+			}
+		}
+		if existing != nil {
+			if existing.PVCUID != string(pvc.UID) {
+				recs = append(recs, rec{errant: &v1.ErrantInstance{
+					Name:   m.pod.Name,
+					Reason: fmt.Sprintf("data volume %s has UID %s, but the provenance record names %s: this is not the data that was recorded", pvc.Name, pvc.UID, existing.PVCUID),
+				}})
+			}
+			continue
+		}
+		s, err := observe(m)
+		if err != nil {
+			return "", nil, err
+		}
+		recs = append(recs, rec{record: v1.GTIDBootstrapRecord{
+			Ordinal: m.ordinal, PVCUID: string(pvc.UID), ServerUUID: identity(s), BootstrapGTIDSet: executed(s),
+			RecordedAt: metav1.NewTime(r.now()),
+		}})
+	}
+	return StageCreatingUsers, func(s *v1.MysqlClusterStatus) {
+		for _, x := range recs {
+			if x.errant != nil {
+				addErrant(s, *x.errant, r.now())
+				continue
+			}
+			// Append-only: an ordinal recorded meanwhile is never rewritten.
+			dup := false
+			for _, e := range s.GTIDBootstrap {
+				dup = dup || e.Ordinal == x.record.Ordinal
+			}
+			if !dup {
+				s.GTIDBootstrap = append(s.GTIDBootstrap, x.record)
+			}
+		}
+		sort.Slice(s.GTIDBootstrap, func(i, j int) bool { return s.GTIDBootstrap[i].Ordinal < s.GTIDBootstrap[j].Ordinal })
+	}, nil
+}
+
+func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, members, creds, connect := x.c, x.members, x.creds, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	for _, m := range members {
+		if quarantined(c, m.pod.Name) {
+			continue
+		}
+		in, err := connect(m)
+		if err != nil {
+			return "", nil, err
+		}
+		// Without binary logging: accounts created on every instance before replication
+		// exists must leave no GTIDs behind (they would be errant on the replicas).
+		for _, u := range []topology.UserSpec{
+			{User: ReplicationUser, Password: creds.replication, Role: topology.RoleReplication},
+			{User: OrchestrationUser, Password: creds.orchestration, Role: topology.RoleOrchestration},
+		} {
+			if err := in.EnsureUser(ctx, u, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	return StageConfiguringPrimary, nil, nil
+}
+
+func (r *Runner) bsConfiguringPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, primary, primaryName, connect, observe := x.c, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	if primary.pod == nil || quarantined(c, primaryName) {
+		return "", nil, fmt.Errorf("%w: the primary %s is quarantined or missing; no other instance is proven safe to take its place", outcome.ErrUnsafe, primaryName)
+	}
+	in, err := connect(primary)
+	if err != nil {
+		return "", nil, err
+	}
+	if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 {
+		spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
+		if c.Spec.SemiSync.Timeout != nil {
+			spec.Timeout = c.Spec.SemiSync.Timeout.Duration
+		}
+		if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
+			return "", nil, err
+		}
+	}
+	evidence := fmt.Sprintf("primary %s chosen: %s", primaryName, map[bool]string{true: "recorded as primary before", false: "ordinal 0 of a new cluster"}[c.Status.CurrentPrimary != ""])
+	ps, err := observe(primary)
+	if err != nil {
+		return "", nil, err
+	}
+	id := identity(ps)
+	return StageJoiningReplicas, func(s *v1.MysqlClusterStatus) {
+		addKnownPrimary(s, id)
+		s.CurrentPrimary = primaryName
+		s.Operation.Evidence = &v1.OperationEvidence{Candidate: primaryName, CandidateReason: evidence}
+	}, nil
+}
+
+func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, members, creds, ss, primary, primaryName, connect, observe := x.c, x.members, x.creds, x.ss, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	ps, err := observe(primary)
+	if err != nil {
+		return "", nil, err
+	}
+	var errant []v1.ErrantInstance
+	for _, m := range members {
+		if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+			continue
+		}
+		s, err := observe(m)
+		if err != nil {
+			return "", nil, err
+		}
+		if !s.ReadOnly {
+			// A former primary that came back without restarting (a frozen or partitioned
+			// one) still takes writes: it is put read-only before anything else.
+			in, err := connect(m)
+			if err != nil {
+				return "", nil, err
+			}
+			if _, err := fence(ctx, in); err != nil {
+				return "", nil, err
+			}
+			if s, err = observe(m); err != nil {
+				return "", nil, err
+			}
+		}
+		if e, ok := divergence(ps, s); !ok {
+			e.Name = m.pod.Name
+			errant = append(errant, e)
+			continue
+		}
+		in, err := connect(m)
+		if err != nil {
+			return "", nil, err
+		}
+		joined := replicatesFrom(s, primary.pod.Status.PodIP)
+		switch {
+		case !joined:
+			// A returning former primary resumes from its own binlog; its history was just
+			// proven an ancestor of the primary's.
+			if err := r.joinReplica(ctx, c, in, s, primary.pod.Status.PodIP, creds); err != nil {
+				return "", nil, err
+			}
+		case c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled:
+			// Enabling the replica side restarts the IO thread so that it connects as a
+			// semi-sync replica and acknowledges commits.
+			if err := in.EnableSemiSyncReplica(ctx); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	if err := r.quarantine(ctx, c, ss, errant); err != nil {
+		return "", nil, err
+	}
+	return StageOpeningPrimary, func(s *v1.MysqlClusterStatus) {
+		for _, e := range errant {
+			addErrant(s, e, r.now())
+		}
+	}, nil
+}
+
+func (r *Runner) bsOpeningPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, primary, primaryName, connect := x.c, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	in, err := connect(primary)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := r.openPrimary(ctx, c, in, primaryName); err != nil {
+		return "", nil, err
+	}
+	return StageVerifyingConvergence, nil, nil
+}
+
+func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, members, ss, primary, primaryName, observe := x.c, x.members, x.ss, x.primary, x.primaryName, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	ps, err := observe(primary)
+	if err != nil {
+		return "", nil, err
+	}
+	snaps := map[string]topology.Snapshot{primaryName: ps}
+	var pending []string
+	for _, m := range members {
+		if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+			continue
+		}
+		s, err := observe(m)
+		if err != nil {
+			return "", nil, err
+		}
+		snaps[m.pod.Name] = s
+		why, err := ss.caughtUp(m.pod.Name, s, primaryName, primary.pod.Status.PodIP, ps)
+		if err != nil {
+			return "", nil, err
+		}
+		if why != "" {
+			pending = append(pending, why)
+		}
+	}
+	if len(pending) > 0 {
+		return "", nil, notYet("waiting for replicas: %s", strings.Join(pending, "; "))
+	}
+	for name := range snaps {
+		if name != primaryName {
+			if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	now := metav1.NewTime(r.now())
+	instances := r.instanceStatuses(c, members, snaps, primaryName)
+	return stageDone, func(s *v1.MysqlClusterStatus) {
+		op := s.Operation
+		s.Instances = instances
+		s.ReadyInstances = int32(len(snaps))
+		s.Ready = fmt.Sprintf("%d/%d", len(snaps), c.Spec.Replicas)
+		s.ObservedGeneration = c.Generation
+		s.HA = &v1.HAStatus{State: v1.HAHealthy, Since: &now}
+		s.Phase = v1.PhaseRunning
+		msg := fmt.Sprintf("primary %s; %d replica(s) proven to replicate from it", primaryName, len(snaps)-1)
+		ready := metav1.ConditionTrue
+		if len(s.ErrantInstances) > 0 {
+			s.Phase = v1.PhaseDegraded
+			ready = metav1.ConditionFalse
+			msg += fmt.Sprintf("; %d instance(s) quarantined", len(s.ErrantInstances))
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "Quarantined", Message: msg})
+		}
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: ready, Reason: "ReplicationProven", Message: msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + primaryName + " is writable"})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: "bootstrap finished"})
+		if op.Type == OperationConverge {
+			msg = "replicas re-joined: " + msg
+		}
+		s.History = append([]v1.OperationRecord{{ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg}}, s.History...)
+		if len(s.History) > 20 {
+			s.History = s.History[:20]
+		}
+		s.Operation = nil
+	}, nil
+}

@@ -1,0 +1,400 @@
+package orchestrate
+
+// The failover stages, one function each, walked by the stage engine (stage.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, ev, forced, v, creds, ss, now, opts := x.c, x.op, x.ev, x.forced, x.v, x.creds, x.ss, x.now, x.foOpts
+	j := r.confirm(ctx, c, v, ss, creds, opts)
+	switch {
+	case j.Verdict == failover.Alive:
+		return "", nil, r.refuse(ctx, c, op, j.Reason, j.Evidence)
+	case j.Verdict == failover.Unreachable && !forced:
+		return "", nil, r.refuse(ctx, c, op, j.Reason+"; if you know it is dead, run failover --force --reason TEXT", j.Evidence)
+	}
+	detection := j.Evidence
+	if j.Verdict == failover.Unreachable {
+		detection = append(detection, "FORCED past an unconfirmed death: "+ev.Forced)
+	}
+	r.event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
+	return StageFencing, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
+		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
+	}, nil
+}
+
+func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, ev, forced, old, v, creds, ss := x.c, x.op, x.ev, x.forced, x.old, x.v, x.creds, x.ss
+	// Out of the primary Service first, whatever the path: no new client reaches it.
+	if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
+		return "", nil, err
+	}
+	if ev.PrimaryVerdict == string(failover.ReadOnly) {
+		in, err := ss.connect(old)
+		var fenced, method string
+		if err == nil {
+			fenced, method, err = fenceOverSQL(ctx, in, ss, old)
+		}
+		if err != nil {
+			// Only an old primary that stopped answering falls back to the receiver
+			// fence; any other failure is reported, never silently replaced.
+			if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout {
+				return "", nil, err
+			}
+		} else {
+			r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+			return StageElecting, func(s *v1.MysqlClusterStatus) {
+				e := evidenceOf(s)
+				e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+			}, nil
+		}
+		// It stopped answering since Confirming: fence it as an unreachable primary.
+	}
+	members, missing := v.members(c, ss)
+	// Everything that makes the receiver fence unprovable is known before acting: a refused
+	// failover must not leave a live primary starved of acknowledgements.
+	var blocked, notes []string
+	switch {
+	case !c.Spec.SemiSync.SemiSyncEnabled():
+		blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
+	case c.Spec.SemiSync.Timeout != nil && c.Spec.SemiSync.Timeout.Duration < MinFenceSemiSyncTimeout:
+		blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", c.Spec.SemiSync.Timeout.Duration, MinFenceSemiSyncTimeout))
+	case !recordedSemiSyncSource(c, old):
+		blocked = append(blocked, old+" was not last observed as a semi-synchronous source (with too few replicas to acknowledge, or restarted), so it may commit without acknowledgements")
+	}
+	if len(missing) > 0 {
+		blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
+	}
+	receivers := 0
+	for _, m := range members {
+		if m.Snapshot.Replica != nil {
+			receivers++
+		}
+	}
+	if receivers == 0 {
+		blocked = append(blocked, "no replica receiver to stop")
+	}
+	if len(blocked) > 0 && !forced {
+		reason := "fence Blocked: " + strings.Join(blocked, "; ")
+		return "", nil, r.degrade(ctx, c, op, reason+"; nothing was stopped and nothing was promoted (failover --force --reason TEXT overrides)", func(s *v1.MysqlClusterStatus) {
+			evidenceOf(s).FenceState = v1.FenceBlocked
+		})
+	}
+	// Every receiver, quarantined replicas' included: any of them could acknowledge.
+	var stopped []string
+	for _, m := range members {
+		if m.Snapshot.Replica == nil {
+			continue
+		}
+		in, err := ss.connect(m.Name)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.StopIOThread(ctx); err != nil {
+			return "", nil, err
+		}
+		stopped = append(stopped, m.Name)
+	}
+	for _, name := range stopped {
+		in, err := ss.connect(name)
+		if err != nil {
+			return "", nil, err
+		}
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
+			return "", nil, notYet("IO thread of %s not proven stopped yet", name)
+		}
+	}
+	method := fenceByReceivers + " (" + strings.Join(stopped, ", ") + ")"
+	if len(blocked) > 0 {
+		notes = append(notes, "fence Blocked: "+strings.Join(blocked, "; "), "FORCED past a Blocked fence: "+ev.Forced)
+		r.event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
+		return StageElecting, func(s *v1.MysqlClusterStatus) {
+			e := evidenceOf(s)
+			e.FenceState, e.FenceMethod = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
+		}, nil
+	}
+	r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
+	return StageElecting, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.FenceState, e.FenceMethod = v1.FenceVerified, method
+	}, nil
+}
+
+func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, ev, forced, v, ss := x.c, x.op, x.ev, x.forced, x.v, x.ss
+	members, missing := v.members(c, ss)
+	d, err := failover.Elect(failover.ElectInput{
+		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), History: knownHistory(c), MaxLag: maxCandidateLag(c),
+		Requested: op.Target, Force: forced,
+	})
+	if err != nil {
+		return "", nil, r.degrade(ctx, c, op, err.Error()+"; nothing was promoted", func(s *v1.MysqlClusterStatus) {
+			evidenceOf(s).Rejected = d.Rejected
+		})
+	}
+	reason := d.Reason
+	if !d.Safe {
+		reason += "; forced: " + ev.Forced
+	}
+	r.event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
+	return StageWaitingForRelayLog, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.Candidate, e.CandidateGTIDSet, e.CandidateReason, e.Rejected = d.Candidate, d.CandidateSet, reason, d.Rejected
+	}, nil
+}
+
+func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, forced, ss, opts := x.c, x.ev, x.forced, x.ss, x.foOpts
+	in, err := ss.connect(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := in.WaitForGTID(ctx, ev.CandidateGTIDSet, opts.CatchUpTimeout); err != nil {
+		if errors.Is(err, topology.ErrWaitTimeout) {
+			return "", nil, notYet("%s is still applying its relay log up to %s", ev.Candidate, ev.CandidateGTIDSet)
+		}
+		return "", nil, err
+	}
+	var missingN int64
+	if ev.FencedGTIDSet != "" {
+		// The old primary answered and was fenced over SQL: the candidate also waits for its
+		// fenced set, bounded. What it still lacks afterwards was never acknowledged by a
+		// replica (semi-sync) and makes the old primary divergent: it will be quarantined.
+		err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout)
+		if err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
+			return "", nil, err
+		}
+		cs, oerr := ss.observe(ev.Candidate)
+		if oerr != nil {
+			return "", nil, oerr
+		}
+		missingN = missing(cs, ev.FencedGTIDSet)
+		if err != nil && !semiSyncProof(c) && !forced {
+			// Without semi-sync's guarantee the transactions it lacks may have been
+			// acknowledged: keep waiting (abort rolls back, --force overrides).
+			return "", nil, notYet("%s still lacks %d transaction(s) of the fenced primary's %s, which may have been acknowledged (semi-sync is not guaranteeing otherwise)", ev.Candidate, missingN, ev.FencedGTIDSet)
+		}
+	}
+	return StagePromoting, func(s *v1.MysqlClusterStatus) { evidenceOf(s).TransactionsMissing = missingN }, nil
+}
+
+func (r *Runner) foRollingBack(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old, v, ss, now := x.c, x.ev, x.old, x.v, x.ss, x.now
+	// Nothing was promoted: the receivers the fence stopped run again and the old primary
+	// is back in the primary Service (still read-only if it was fenced over SQL: it was
+	// not taking writes). The primary is still down, so the cluster stays Degraded.
+	members, missing := v.members(c, ss)
+	var done []string
+	for _, m := range members {
+		if m.Snapshot.Replica == nil || m.Snapshot.Replica.IOThread != topology.ThreadStopped || m.Quarantined {
+			continue
+		}
+		in, err := ss.connect(m.Name)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := in.StartIOThread(ctx); err != nil {
+			return "", nil, err
+		}
+		done = append(done, m.Name+" receiver restarted")
+	}
+	if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
+		return "", nil, err
+	}
+	done = append(done, old+" back in the primary Service")
+	msg := ev.RollbackReason + ": " + strings.Join(done, "; ")
+	if len(missing) > 0 {
+		msg += "; unreachable, check their receivers when they return: " + strings.Join(missing, ", ")
+	}
+	r.event(ctx, c, true, "FailoverRolledBack", msg)
+	t := metav1.NewTime(now)
+	return "", func(s *v1.MysqlClusterStatus) {
+		finish(s, now, ev.RollbackResult, msg, 0)
+		s.Phase = v1.PhaseDegraded
+		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRolledBack", Message: msg})
+	}, nil
+}
+
+func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old, v, ss := x.c, x.ev, x.old, x.v, x.ss
+	in, err := ss.connect(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	// Only replicas that Repointing will join can acknowledge: an errant or unreachable one
+	// would leave a semi-sync source waiting forever.
+	cs, err := ss.observe(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	others := 0
+	for _, m := range v.ready {
+		if m.pod.Name == ev.Candidate || m.pod.Name == old || quarantined(c, m.pod.Name) {
+			continue
+		}
+		if s, err := ss.observe(m.pod.Name); err == nil {
+			if _, ok := divergence(cs, s); ok {
+				others++
+			}
+		}
+	}
+	change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, others, old, v1.RoleUnknown)
+	return StageMovingPrimary, change, err
+}
+
+func (r *Runner) foMovingPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old := x.c, x.ev, x.old
+	change, err := r.movePrimary(ctx, c, old, v1.RoleUnknown, ev.Candidate)
+	return StageRepointing, change, err
+}
+
+func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old, v, creds, ss, now, oldAnswers := x.c, x.ev, x.old, x.v, x.creds, x.ss, x.now, x.oldAnswers
+	ns, err := ss.observe(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	newIP := v.pods[ev.Candidate].Status.PodIP
+	var errant []v1.ErrantInstance
+	for _, m := range v.ready {
+		name := m.pod.Name
+		if name == ev.Candidate || quarantined(c, name) || name == old && !oldAnswers {
+			continue // a dead old primary is checked by reconcile when it returns
+		}
+		s, err := ss.observe(name)
+		if err != nil {
+			if name == old {
+				continue
+			}
+			return "", nil, err
+		}
+		if replicatesFrom(s, newIP) {
+			continue
+		}
+		if e, ok := divergence(ns, s); !ok {
+			errant = append(errant, v1.ErrantInstance{Name: name, Reason: e.Reason, ErrantGTIDs: e.ErrantGTIDs, Count: e.Count})
+			continue
+		}
+		in, err := ss.connect(name)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
+			return "", nil, err
+		}
+	}
+	if err := r.quarantine(ctx, c, ss, errant); err != nil {
+		return "", nil, err
+	}
+	return StageVerifying, func(s *v1.MysqlClusterStatus) {
+		for _, e := range errant {
+			addErrant(s, e, now)
+		}
+	}, nil
+}
+
+func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, ev, forced, old, v, ss, now, oldAnswers := x.c, x.op, x.ev, x.forced, x.old, x.v, x.ss, x.now, x.oldAnswers
+	ns, err := ss.observe(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	newIP := v.pods[ev.Candidate].Status.PodIP
+	var pending, down []string
+	snaps := map[string]topology.Snapshot{ev.Candidate: ns}
+	for _, m := range v.ready {
+		name := m.pod.Name
+		if name == ev.Candidate || quarantined(c, name) {
+			continue
+		}
+		if name == old && !oldAnswers {
+			down = append(down, name)
+			continue
+		}
+		s, err := ss.observe(name)
+		if err != nil {
+			if name == old {
+				down = append(down, name)
+				continue
+			}
+			return "", nil, err
+		}
+		snaps[name] = s
+		why, err := ss.caughtUp(name, s, ev.Candidate, newIP, ns)
+		if err != nil {
+			return "", nil, err
+		}
+		if why != "" {
+			pending = append(pending, why)
+		}
+	}
+	if len(pending) > 0 {
+		return "", nil, notYet("%s", strings.Join(pending, "; "))
+	}
+	if _, ok := v.pods[old]; !ok || !slices.ContainsFunc(v.ready, func(i instance) bool { return i.pod.Name == old }) {
+		down = append(down, old)
+	}
+	down = append(down, v.missing...)
+	// Counted when the candidate was promoted, not now: the new primary has taken writes since.
+	lost := int64(0)
+	lostWhy := "every acknowledged transaction is on the new primary"
+	switch {
+	case forced:
+		lost = -1
+		lostWhy = "unknown: the failover was forced (" + ev.Forced + ")"
+	case ev.TransactionsMissing > 0 && semiSyncProof(c):
+		// A commit is acknowledged only once a replica received it, and the candidate
+		// held every replica's transactions: the ones it lacks were never acknowledged.
+		lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary; none was acknowledged to a client (no replica received them)", ev.TransactionsMissing)
+	case ev.TransactionsMissing > 0:
+		lost = ev.TransactionsMissing
+		lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary", lost)
+	}
+	dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+	msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)
+	if len(down) > 0 {
+		msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"
+	}
+	members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
+	instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
+	r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
+	t := metav1.NewTime(now)
+	return "", func(s *v1.MysqlClusterStatus) {
+		s.Instances = mergeInstances(s.Instances, instances, old)
+		finish(s, now, "Succeeded", msg, lost)
+		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg})
+		s.HA.LastFailover = &t
+		ready := int32(len(snaps))
+		s.ReadyInstances, s.Ready = ready, fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + ev.Candidate + " is writable"})
+		readyCond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "ReplicationProven", Message: msg}
+		if ready < c.Spec.Replicas {
+			readyCond.Status, readyCond.Reason = metav1.ConditionFalse, "InstancesDown"
+		}
+		meta.SetStatusCondition(&s.Conditions, readyCond)
+		if len(s.ErrantInstances) > 0 {
+			s.Phase = v1.PhaseDegraded
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "Quarantined", Message: fmt.Sprintf("%d instance(s) quarantined", len(s.ErrantInstances))})
+		} else {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "FailoverSucceeded", Message: msg})
+		}
+	}, nil
+}

@@ -1,0 +1,189 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+)
+
+// stageFunc runs one stage of an operation: it checks the stage's precondition from fresh
+// observations and the recorded evidence, performs one idempotent action, and returns the next
+// stage ("" ends the operation) with the status change that records it and its evidence. A
+// precondition that does not hold yet is a notYet error; the engine waits and runs it again.
+type stageFunc func(r *Runner, ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error)
+
+// namedStage is one stage of an operation kind.
+type namedStage struct {
+	name string
+	run  stageFunc
+}
+
+// operationKind is one kind of persisted operation: its stages, and how the environment every
+// stage of the kind reads is gathered before each stage.
+type operationKind struct {
+	stages  []namedStage
+	prepare func(r *Runner, ctx context.Context, x *stageEnv) error
+}
+
+// stageEnv is what a stage reads: the cluster and operation as recorded, the credentials, one
+// session per instance for the length of the stage, and what the kind's prepare gathered.
+type stageEnv struct {
+	c     *v1.MysqlCluster
+	op    *v1.OperationStatus
+	ev    *v1.OperationEvidence
+	now   time.Time
+	creds credentials
+	ss    *sessions
+
+	// bootstrap and switchover: every member (all ready), by name.
+	members []instance
+	byName  map[string]instance
+	// bootstrap: the primary it configures.
+	primary     instance
+	primaryName string
+	// switchover and failover: the old primary.
+	old string
+	// failover: the pods as the failover sees them, whether the run was forced, and whether
+	// the old primary answered and was fenced over SQL.
+	v          failoverView
+	forced     bool
+	oldAnswers bool
+
+	swOpts SwitchoverOptions
+	foOpts FailoverOptions
+}
+
+// runStage gathers the kind's environment and runs the operation's recorded stage.
+func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlCluster, op *v1.OperationStatus, x stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	var run stageFunc
+	for _, s := range k.stages {
+		if s.name == op.Stage {
+			run = s.run
+		}
+	}
+	if run == nil {
+		return "", nil, fmt.Errorf("unknown %s stage %q recorded in status (written by a newer mysqlctl?)", op.Type, op.Stage)
+	}
+	x.c, x.op, x.now, x.ev = c, op, r.now(), op.Evidence
+	if x.ev == nil {
+		x.ev = &v1.OperationEvidence{}
+	}
+	if k.prepare != nil {
+		err := k.prepare(r, ctx, &x)
+		if x.ss != nil {
+			defer x.ss.close()
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	return run(r, ctx, &x)
+}
+
+// bootstrapKind runs a new cluster's bootstrap, and the converge of a running one.
+var bootstrapKind = &operationKind{
+	stages: []namedStage{
+		{StageWaitingForPods, func(*Runner, context.Context, *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+			return StageRecordingProvenance, nil, nil // prepare proved every pod ready
+		}},
+		{StageRecordingProvenance, (*Runner).bsRecordingProvenance},
+		{StageCreatingUsers, (*Runner).bsCreatingUsers},
+		{StageConfiguringPrimary, (*Runner).bsConfiguringPrimary},
+		{StageJoiningReplicas, (*Runner).bsJoiningReplicas},
+		{StageOpeningPrimary, (*Runner).bsOpeningPrimary},
+		{StageVerifyingConvergence, (*Runner).bsVerifyingConvergence},
+	},
+	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		members, err := r.members(ctx, x.c)
+		if err != nil || x.op.Stage == StageWaitingForPods {
+			return err
+		}
+		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+			return err
+		}
+		x.members = members
+		x.ss = r.openSessions(ctx, members, x.creds)
+		x.primaryName = x.c.Status.CurrentPrimary
+		if x.primaryName == "" {
+			x.primaryName = x.c.Name + "-0"
+		}
+		for _, m := range members {
+			if m.pod.Name == x.primaryName {
+				x.primary = m
+			}
+		}
+		return nil
+	},
+}
+
+// switchoverKind moves the primary role to a replica with zero data loss.
+var switchoverKind = &operationKind{
+	stages: []namedStage{
+		{StageValidating, (*Runner).swValidating},
+		{StageFencing, (*Runner).swFencing},
+		{StageWaitingForCandidate, (*Runner).swWaitingForCandidate},
+		{StagePromoting, (*Runner).swPromoting},
+		{StageMovingPrimary, (*Runner).swMovingPrimary},
+		{StageRepointing, (*Runner).swRepointing},
+		{StageVerifying, (*Runner).swVerifying},
+		{StageRollingBack, (*Runner).swRollingBack},
+	},
+	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		members, err := r.members(ctx, x.c)
+		if err != nil {
+			return err
+		}
+		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+			return err
+		}
+		x.members, x.byName = members, map[string]instance{}
+		for _, m := range members {
+			x.byName[m.pod.Name] = m
+		}
+		x.ss = r.openSessions(ctx, members, x.creds)
+		// The old primary: the recorded current primary until MovingPrimary hands the role
+		// over, the fenced primary of the evidence from then on.
+		x.old = x.c.Status.CurrentPrimary
+		if x.ev.FencedPrimary != "" {
+			x.old = x.ev.FencedPrimary
+		}
+		return nil
+	},
+}
+
+// failoverKind replaces a dead primary.
+var failoverKind = &operationKind{
+	stages: []namedStage{
+		{StageConfirming, (*Runner).foConfirming},
+		{StageFencing, (*Runner).foFencing},
+		{StageElecting, (*Runner).foElecting},
+		{StageWaitingForRelayLog, (*Runner).foWaitingForRelayLog},
+		{StagePromoting, (*Runner).foPromoting},
+		{StageMovingPrimary, (*Runner).foMovingPrimary},
+		{StageRepointing, (*Runner).foRepointing},
+		{StageVerifying, (*Runner).foVerifying},
+		{StageRollingBack, (*Runner).foRollingBack},
+	},
+	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		if x.op.Evidence == nil {
+			x.ev.FencedPrimary = x.c.Status.CurrentPrimary
+		}
+		x.forced = x.ev.Forced != ""
+		x.old = x.ev.FencedPrimary
+		var err error
+		if x.v, err = r.failoverView(ctx, x.c, x.old); err != nil {
+			return err
+		}
+		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+			return err
+		}
+		x.ss = r.openSessions(ctx, x.v.ready, x.creds)
+		// Only an old primary that answered (it restarted read-only and was fenced over SQL) is
+		// re-pointed by the failover itself; a dead one is not waited for.
+		x.oldAnswers = x.ev.PrimaryVerdict == string(failover.ReadOnly) && x.ev.FencedGTIDSet != ""
+		return nil
+	},
+}

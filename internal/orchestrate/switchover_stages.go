@@ -1,0 +1,181 @@
+package orchestrate
+
+// The switchover stages, one function each, walked by the stage engine (stage.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, old, members, byName, opts, observe := x.c, x.op, x.old, x.members, x.byName, x.swOpts, x.ss.observe
+	e, refusal, err := switchoverCandidate(c, members, byName, observe, old, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	if refusal != "" {
+		return "", nil, r.failSwitchover(ctx, c, op, refusal)
+	}
+	r.event(ctx, c, false, "CandidateChosen", fmt.Sprintf("%s chosen: %s; rejected: %s", e.Candidate, e.CandidateReason, strings.Join(e.Rejected, "; ")))
+	return StageFencing, func(s *v1.MysqlClusterStatus) { s.Operation.Evidence = e }, nil
+}
+
+func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, old, ss, connect := x.c, x.old, x.ss, x.ss.connect
+	in, err := connect(old)
+	if err != nil {
+		return "", nil, err
+	}
+	// Out of the primary Service first: a client that reconnects (root on MariaDB has READ
+	// ONLY ADMIN and would write through read_only) no longer reaches it.
+	if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
+		return "", nil, err
+	}
+	fenced, method, err := fenceOverSQL(ctx, in, ss, old)
+	if err != nil {
+		return "", nil, err
+	}
+	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+	return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
+		e := s.Operation.Evidence
+		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+	}, nil
+}
+
+func (r *Runner) swWaitingForCandidate(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	ev, opts, connect := x.ev, x.swOpts, x.ss.connect
+	in, err := connect(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil {
+		if errors.Is(err, topology.ErrWaitTimeout) {
+			// Roll back, persisted first: a crash half-way through resumes the rollback,
+			// never the promotion of a candidate while the old primary is writable again.
+			reason := fmt.Sprintf("%s did not apply the fenced primary's %s within %s", ev.Candidate, ev.FencedGTIDSet, opts.CatchUpTimeout)
+			return StageRollingBack, func(s *v1.MysqlClusterStatus) {
+				e := evidenceOf(s)
+				e.RollbackReason, e.RollbackResult = reason, "Failed"
+			}, nil
+		}
+		return "", nil, err
+	}
+	return StagePromoting, nil, nil
+}
+
+func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old, now, connect := x.c, x.ev, x.old, x.now, x.ss.connect
+	// Nothing changed hands: the old primary takes writes again.
+	in, err := connect(old)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := r.openPrimary(ctx, c, in, old); err != nil {
+		return "", nil, err
+	}
+	msg := ev.RollbackReason + "; the fence on " + old + " was undone, it is the primary again"
+	r.event(ctx, c, true, "SwitchoverRolledBack", msg)
+	return "", func(s *v1.MysqlClusterStatus) { finish(s, now, ev.RollbackResult, msg, 0) }, nil
+}
+
+func (r *Runner) swPromoting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old, members, ss, connect := x.c, x.ev, x.old, x.members, x.ss, x.ss.connect
+	in, err := connect(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	acks := 0
+	for _, m := range members {
+		if m.pod.Name != ev.Candidate && !quarantined(c, m.pod.Name) {
+			acks++
+		}
+	}
+	change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, acks, old, v1.RoleReplica)
+	return StageMovingPrimary, change, err
+}
+
+func (r *Runner) swMovingPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, old := x.c, x.ev, x.old
+	change, err := r.movePrimary(ctx, c, old, v1.RoleReplica, ev.Candidate)
+	return StageRepointing, change, err
+}
+
+func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, ev, members, byName, creds, connect, observe := x.c, x.ev, x.members, x.byName, x.creds, x.ss.connect, x.ss.observe
+	newIP := byName[ev.Candidate].pod.Status.PodIP
+	for _, m := range members {
+		name := m.pod.Name
+		if name == ev.Candidate || quarantined(c, name) {
+			continue
+		}
+		in, err := connect(name)
+		if err != nil {
+			return "", nil, err
+		}
+		s, err := observe(name)
+		if err != nil {
+			return "", nil, err
+		}
+		if replicatesFrom(s, newIP) {
+			continue
+		}
+		if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
+			return "", nil, err
+		}
+	}
+	return StageVerifying, nil, nil
+}
+
+func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	c, op, ev, old, members, byName, ss, now, observe := x.c, x.op, x.ev, x.old, x.members, x.byName, x.ss, x.now, x.ss.observe
+	ns, err := observe(ev.Candidate)
+	if err != nil {
+		return "", nil, err
+	}
+	newIP := byName[ev.Candidate].pod.Status.PodIP
+	var pending []string
+	for _, m := range members {
+		name := m.pod.Name
+		if name == ev.Candidate || quarantined(c, name) {
+			continue
+		}
+		s, err := observe(name)
+		if err != nil {
+			return "", nil, err
+		}
+		why, err := ss.caughtUp(name, s, ev.Candidate, newIP, ns)
+		if err != nil {
+			return "", nil, err
+		}
+		if why != "" {
+			pending = append(pending, why)
+		}
+	}
+	if len(pending) > 0 {
+		return "", nil, notYet("%s", strings.Join(pending, "; "))
+	}
+	// Transactions the fenced primary had that the new primary lacks: 0 after
+	// WaitingForCandidate proved the catch-up; computed again here and recorded, never assumed.
+	lost := missing(ns, ev.FencedGTIDSet)
+	dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+	msg := fmt.Sprintf("primary moved from %s to %s in %s; every transaction of the fenced primary is on the new one", old, ev.Candidate, dur)
+	if lost != 0 {
+		msg = fmt.Sprintf("primary moved from %s to %s in %s; %d transaction(s) of the fenced primary are NOT on the new one", old, ev.Candidate, dur, lost)
+	}
+	r.event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
+	return "", func(s *v1.MysqlClusterStatus) {
+		markPrimary(s, ev.Candidate, ns, old, v1.RoleReplica)
+		for i := range s.Instances {
+			if s.Instances[i].Name == old {
+				s.Instances[i].Classification = string(topology.ClassReplicating)
+			}
+		}
+		finish(s, now, "Succeeded", msg, lost)
+	}, nil
+}
