@@ -30,6 +30,10 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionProgressing is true while an operation runs.
 	ConditionProgressing = "Progressing"
+	// ConditionSemiSynchronous is True when the primary is observed waiting for semi-sync
+	// acknowledgements from enough replicas, False (and the cluster Degraded) when the spec asks
+	// for semi-sync and the primary runs asynchronously.
+	ConditionSemiSynchronous = "SemiSynchronous"
 )
 
 // Role is an instance's place in the replication topology.
@@ -154,6 +158,9 @@ type InstanceStatus struct {
 	// timeout of at least an hour: stopping every replica's receiver then stops it committing.
 	// +optional
 	SemiSyncSource bool `json:"semiSyncSource,omitempty"`
+	// SemiSyncTimeoutSeconds is the semi-sync source timeout the instance was observed with.
+	// +optional
+	SemiSyncTimeoutSeconds int64 `json:"semiSyncTimeoutSeconds,omitempty"`
 	// Role is the instance's role.
 	// +optional
 	Role Role `json:"role,omitempty"`
@@ -249,6 +256,10 @@ type OperationStatus struct {
 	// UpdatedAt is when the stage last changed.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+	// StageStartedAt is when the current stage was entered: every stage has a bound, judged
+	// from it.
+	// +optional
+	StageStartedAt *metav1.Time `json:"stageStartedAt,omitempty"`
 	// Target is the requested instance (switchover/failover --to) or image or replica count.
 	// +optional
 	Target string `json:"target,omitempty"`
@@ -274,6 +285,22 @@ type OperationEvidence struct {
 	// FencedGTIDSet is the primary's GTID set at fence time: nothing past it was acknowledged.
 	// +optional
 	FencedGTIDSet string `json:"fencedGTIDSet,omitempty"`
+	// SemiSyncProven is true when the old primary was last observed (not configured) as a
+	// semi-sync source that waits for an acknowledgement before any commit returns: then a
+	// transaction no replica received was never acknowledged to a client.
+	// +optional
+	SemiSyncProven bool `json:"semiSyncProven,omitempty"`
+	// PromotedAt is when the candidate was promoted: from then on nothing is rolled back.
+	// +optional
+	PromotedAt *metav1.Time `json:"promotedAt,omitempty"`
+	// FenceStartedAt is when the fence was applied.
+	// +optional
+	FenceStartedAt *metav1.Time `json:"fenceStartedAt,omitempty"`
+	// FenceDeadline is when a receiver fence stops holding: the old primary's semi-sync timeout,
+	// counted from before the failover began, minus a margin. Past it the old primary may commit
+	// without acknowledgements, so no promotion happens after it.
+	// +optional
+	FenceDeadline *metav1.Time `json:"fenceDeadline,omitempty"`
 	// Candidate is the chosen instance.
 	// +optional
 	Candidate string `json:"candidate,omitempty"`

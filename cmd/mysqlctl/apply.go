@@ -7,12 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -34,6 +30,14 @@ the objects derived from it. Objects that already match send no write, so applyi
 file changes nothing. A changed spec touches only what it changes; pods are never rolled by
 apply (a changed image or my.cnf waits for 'upgrade', which rolls one pod at a time).
 
+What the apply would change is worked out before anything is written, and then written while
+holding the cluster's lease. Nothing at all is written when the apply is refused:
+  - exit code 5 while another actor holds the cluster, or while an operation recorded in its
+    status (a switchover, failover, …) would have its StatefulSet, configuration or Services
+    changed under it: wait for it, or finish it with 'resume NAME' or undo it with 'abort NAME';
+  - exit code 4 when fewer replicas would remove the current primary's pod: move the primary
+    to a lower ordinal with 'switchover NAME --to NAME-0' first.
+
 With --wait it also bootstraps a new cluster, or re-joins replicas of a running one, and waits.`,
 		Example: example(f,
 			"# Apply a cluster definition",
@@ -42,10 +46,11 @@ With --wait it also bootstraps a new cluster, or re-joins replicas of a running 
 			"%[1]s apply -f cluster.yaml --wait --timeout 10m"),
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.create.File == "" {
-				return cmdutil.FlagErrorf("apply needs -f FILE")
+			// Validate first: Complete reads the file it checks for.
+			if err := o.Validate(); err != nil {
+				return err
 			}
-			if err := o.create.Complete(); err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -61,7 +66,19 @@ With --wait it also bootstraps a new cluster, or re-joins replicas of a running 
 	return cmd
 }
 
-// Run applies the cluster and its derived objects.
+// Validate checks the command line (pure).
+func (o *ApplyOptions) Validate() error {
+	if o.create.File == "" {
+		return cmdutil.FlagErrorf("apply needs -f FILE")
+	}
+	return nil
+}
+
+// Complete reads the cluster definition from the file.
+func (o *ApplyOptions) Complete() error { return o.create.Complete() }
+
+// Run applies the cluster and its derived objects (see orchestrate.ApplyCluster for the guard
+// against changing a cluster under a running operation or removing its primary).
 func (o *ApplyOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -74,59 +91,24 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := client.ObjectKeyFromObject(cluster)
-	existed, before := true, &v1.MysqlCluster{}
-	if err := c.Get(ctx, key, before); apierrors.IsNotFound(err) {
-		existed = false
-		if _, err := orchestrate.CheckSecret(ctx, c, cluster); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return cmdutil.ExplainAPIError(err)
+	res, err := orchestrate.ApplyCluster(ctx, c, cluster, holderName())
+	out := f.IOStreams.Out
+	if res.Cluster != "" {
+		fmt.Fprintf(out, "mysqlcluster.mysqlctl.io/%s %s\n", cluster.Name, res.Cluster)
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cluster)
-	if err != nil {
-		return err
+	if res.SecretCreated {
+		fmt.Fprintf(out, "secret/%s created (random passwords)\n", orchestrate.SecretName(cluster))
 	}
-	delete(m, "status")
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	u := &unstructured.Unstructured{Object: m}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(orchestrate.FieldOwner), client.ForceOwnership); err != nil {
-		return explainInvalid(err)
-	}
-	live := &v1.MysqlCluster{}
-	if err := c.Get(ctx, key, live); err != nil {
-		return cmdutil.ExplainAPIError(err)
-	}
-	ios := f.IOStreams
-	verb := "configured"
-	switch {
-	case !existed:
-		verb = "created"
-	case before.ResourceVersion == live.ResourceVersion:
-		verb = "unchanged"
-	}
-	fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s %s\n", live.Name, verb)
-	created, err := orchestrate.EnsureSecret(ctx, c, live)
-	if err != nil {
-		return err
-	}
-	if created {
-		fmt.Fprintf(ios.Out, "secret/%s created (random passwords)\n", orchestrate.SecretName(live))
-	}
-	applied, err := orchestrate.ApplyDerived(ctx, c, live, orchestrate.ConvergenceFromStatus(live, true))
-	if err != nil {
-		return cmdutil.ExplainAPIError(err)
-	}
-	for _, a := range applied {
+	for _, a := range res.Derived {
 		if a.Result != orchestrate.Unchanged {
-			fmt.Fprintf(ios.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+			fmt.Fprintf(out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
 		}
+	}
+	if err != nil {
+		return explainInvalid(err)
 	}
 	if !o.Wait {
 		return nil
 	}
-	return runBootstrap(ctx, f, key, o.create.Dialer, o.create.Timeout, true)
+	return runBootstrap(ctx, f, client.ObjectKeyFromObject(cluster), o.create.Dialer, o.create.Timeout, true)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -134,8 +136,28 @@ func runBootstrap(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IOStreams.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)
-	return nil
+	return reportPhase(ctx, f, key)
+}
+
+// reportPhase prints the cluster's phase as it is now; a Degraded cluster is reported with its
+// reason and exit code 4, never as Running.
+func reportPhase(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey) error {
+	_, after, err := loadCluster(ctx, f, key.Name)
+	if err != nil {
+		return err
+	}
+	phase := after.Status.Phase
+	if phase == v1.PhaseRunning {
+		fmt.Fprintf(f.IOStreams.Out, "mysqlcluster.mysqlctl.io/%s is Running\n", key.Name)
+		return nil
+	}
+	reason := ""
+	if c := meta.FindStatusCondition(after.Status.Conditions, v1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		reason = ": " + c.Message
+	}
+	fmt.Fprintf(f.IOStreams.Out, "mysqlcluster.mysqlctl.io/%s is %s%s\n", key.Name, phase, reason)
+	// Degraded: what could be done was done, and what could not be proven safe was refused.
+	return fmt.Errorf("%w: cluster %s is %s%s", outcome.ErrUnsafe, key.Name, phase, reason)
 }
 
 func holderName() string {

@@ -66,10 +66,23 @@ type Member struct {
 	LastKnownLag *int64
 }
 
-// Judge decides whether the primary is dead from the checks (oldest first), the primary's
-// address as replicas know it, and the reachable members. threshold is the number of
-// consecutive failed checks of one pod incarnation required.
-func Judge(primary, primaryAddr string, checks []Check, threshold int, members []Member) Judgement {
+// Source identifies the primary as its replicas know it: by the host name they replicate from,
+// and by its server_id once they connected. Identity, not address: a pod recreated with a new
+// IP is still the same source, and a reused IP is not.
+type Source struct {
+	Host     string
+	ServerID uint32
+}
+
+// feeds reports whether the replica's receiver is configured for this source.
+func (s Source) feeds(r *topology.ReplicaStatus) bool {
+	return r.SourceHost == s.Host || s.ServerID != 0 && r.SourceServerID == s.ServerID
+}
+
+// Judge decides whether the primary is dead from the checks (oldest first), the primary as its
+// replicas know it, and the reachable members. threshold is the number of consecutive failed
+// checks of one pod incarnation required.
+func Judge(primary string, source Source, checks []Check, threshold int, members []Member) Judgement {
 	if len(checks) == 0 {
 		return Judgement{Verdict: Unreachable, Reason: "the primary " + primary + " was not checked"}
 	}
@@ -109,7 +122,7 @@ func Judge(primary, primaryAddr string, checks []Check, threshold int, members [
 		if m.Quarantined {
 			// A quarantined replica never corroborates a death, but one still receiving from
 			// the primary proves it alive.
-			if r != nil && r.SourceHost == primaryAddr && r.IOThread == topology.ThreadRunning {
+			if r != nil && source.feeds(r) && r.IOThread == topology.ThreadRunning {
 				disagree = append(disagree, m.Name)
 				ev = append(ev, m.Name+" (quarantined) still receives from the primary (IO thread running)")
 			}
@@ -118,11 +131,15 @@ func Judge(primary, primaryAddr string, checks []Check, threshold int, members [
 		switch {
 		case r == nil:
 			ev = append(ev, m.Name+" has no replication configured")
-		case r.SourceHost != primaryAddr:
-			ev = append(ev, fmt.Sprintf("%s replicates from %s, not from the primary's address %s", m.Name, r.SourceHost, primaryAddr))
+		case !source.feeds(r):
+			ev = append(ev, fmt.Sprintf("%s replicates from %s (server_id %d), not from the primary %s (server_id %d)", m.Name, r.SourceHost, r.SourceServerID, source.Host, source.ServerID))
 		case r.IOThread == topology.ThreadRunning:
 			disagree = append(disagree, m.Name)
 			ev = append(ev, m.Name+" still receives from the primary (IO thread running)")
+		case r.IOThread != topology.ThreadConnecting && strings.TrimSpace(r.LastIOError) == "":
+			// Stopped with no error: someone stopped it (maintenance STOP SLAVE); that says
+			// nothing about the primary.
+			ev = append(ev, m.Name+"'s receiver was stopped cleanly (no error): no evidence either way")
 		default:
 			agree = append(agree, m.Name)
 			detail := strings.TrimSpace(r.LastIOError)

@@ -66,6 +66,16 @@ func TestJudge(t *testing.T) {
 		},
 		{"no replica can corroborate", []Check{down, down, down}, nil, Unreachable, "no replica can corroborate"},
 		{
+			"a receiver stopped cleanly (maintenance STOP SLAVE) is no evidence of death",
+			[]Check{down, down, down},
+			func() []Member {
+				m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadStopped)
+				m.Snapshot.Replica.LastIOError = ""
+				return []Member{m}
+			}(),
+			Unreachable, "no replica can corroborate",
+		},
+		{
 			"quarantined replicas do not corroborate",
 			[]Check{down, down, down},
 			[]Member{{Name: "db-1", Quarantined: true, Snapshot: lost[0].Snapshot}},
@@ -91,7 +101,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := Judge("db-0", primaryIP, tt.checks, 3, tt.members)
+			j := Judge("db-0", Source{Host: primaryIP}, tt.checks, 3, tt.members)
 			if j.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s (%s; %v)", j.Verdict, tt.want, j.Reason, j.Evidence)
 			}

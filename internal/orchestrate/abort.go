@@ -34,6 +34,28 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	if op == nil {
 		return "", fmt.Errorf("%w: no operation is in progress on %s", outcome.ErrUnsafe, key.Name)
 	}
+	if op.Holder != r.Holder || op.Epoch != r.Epoch {
+		// Left by an actor that is gone: take it over first (a compare-and-swap on its holder
+		// and epoch), so that the rollback's writes are this actor's.
+		if err := r.adopt(ctx, c, op); err != nil {
+			return "", err
+		}
+		if err := r.Kube.Get(ctx, key, c); err != nil {
+			return "", err
+		}
+		if op = c.Status.Operation; op == nil {
+			return "", fmt.Errorf("%w: no operation is in progress on %s", outcome.ErrUnsafe, key.Name)
+		}
+	}
+	if op.Type == OperationConverge {
+		// A converge never changes the primary: ending it undoes nothing and loses nothing.
+		now := r.now()
+		msg := fmt.Sprintf("converge aborted at stage %s by %s", op.Stage, r.Holder)
+		if err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { finish(s, now, "Aborted", msg, 0) }); err != nil {
+			return "", err
+		}
+		return msg, nil
+	}
 	stages, ok := abortable[op.Type]
 	if !ok {
 		return "", fmt.Errorf("%w: a %s has no rollback; run 'resume %s' to finish it", outcome.ErrUnsafe, op.Type, key.Name)

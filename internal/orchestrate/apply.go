@@ -30,9 +30,14 @@ const (
 	Unchanged  ApplyResult = "unchanged"
 )
 
+// DiffClient is the part of a Kubernetes client Diff needs: it only reads.
+type DiffClient interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+}
+
 // ApplyClient is the part of a Kubernetes client Apply needs.
 type ApplyClient interface {
-	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+	DiffClient
 	Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error
 }
 
@@ -42,30 +47,48 @@ var _ ApplyClient = client.Client(nil)
 // field of obj and carries obj's hash, in which case it sends no write at all. Values the API
 // server defaulted (fields obj does not set) are never a difference.
 func Apply(ctx context.Context, c ApplyClient, obj client.Object) (ApplyResult, error) {
+	desired, r, err := diff(ctx, c, obj)
+	if err != nil || r == Unchanged {
+		return r, err
+	}
+	verb := "apply"
+	if r == Created {
+		verb = "create"
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return "", fmt.Errorf("%s %s %s: %w", verb, desired.GetKind(), desired.GetName(), err)
+	}
+	return r, nil
+}
+
+// Diff reports what Apply would do with obj (Created, Configured or Unchanged) by reading the
+// live object, without writing anything. A guard decides on it before anything is written.
+func Diff(ctx context.Context, c DiffClient, obj client.Object) (ApplyResult, error) {
+	_, r, err := diff(ctx, c, obj)
+	return r, err
+}
+
+// diff returns obj as Apply would send it and what sending it would do.
+func diff(ctx context.Context, c DiffClient, obj client.Object) (*unstructured.Unstructured, ApplyResult, error) {
 	desired, err := toApplyUnstructured(obj)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
 	err = c.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return "", fmt.Errorf("create %s %s: %w", desired.GetKind(), desired.GetName(), err)
-		}
-		return Created, nil
+		return desired, Created, nil
 	case err != nil:
-		return "", fmt.Errorf("get %s %s: %w", desired.GetKind(), desired.GetName(), err)
+		return nil, "", fmt.Errorf("get %s %s: %w", desired.GetKind(), desired.GetName(), err)
 	}
+	keepImmutable(live, desired)
 	if live.GetAnnotations()[AnnotationDesiredHash] == desired.GetAnnotations()[AnnotationDesiredHash] &&
 		Contains(live.Object, desired.Object) {
-		return Unchanged, nil
+		return desired, Unchanged, nil
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return "", fmt.Errorf("apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
-	}
-	return Configured, nil
+	return desired, Configured, nil
 }
 
 // toApplyUnstructured converts a typed desired object into an apply configuration: without
@@ -167,4 +190,17 @@ func number(v any) (float64, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// keepImmutable keeps the live value of fields the API server refuses to change, so that an
+// object created by an older mysqlctl still converges on everything else. A StatefulSet's
+// podManagementPolicy is such a field: clusters created before it became Parallel keep
+// OrderedReady until their StatefulSet is recreated.
+func keepImmutable(live, desired *unstructured.Unstructured) {
+	if desired.GetKind() != "StatefulSet" {
+		return
+	}
+	if p, ok, _ := unstructured.NestedString(live.Object, "spec", "podManagementPolicy"); ok && p != "" {
+		_ = unstructured.SetNestedField(desired.Object, p, "spec", "podManagementPolicy")
+	}
 }

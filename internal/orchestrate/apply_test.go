@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -182,5 +184,52 @@ func TestContains(t *testing.T) {
 		if got := Contains(live, tc.desired); got != tc.want {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// TestApplyKeepsImmutablePodManagementPolicy: a StatefulSet created by an older mysqlctl with
+// OrderedReady pod management (immutable) still converges: apply keeps the live policy instead
+// of failing on every reconcile, and a second apply writes nothing.
+func TestApplyKeepsImmutablePodManagementPolicy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, writes := countingClient(t)
+	cluster := &v1.MysqlCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: "default"},
+		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	old, err := BuildStatefulSet(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	old.Spec.Template.Annotations = map[string]string{"legacy": "yes"}
+	if _, err := Apply(ctx, c, old); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := BuildStatefulSet(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Fatalf("new StatefulSets use %s", cur.Spec.PodManagementPolicy)
+	}
+	if r, err := Apply(ctx, c, cur); err != nil || r != Configured {
+		t.Fatalf("apply over a legacy StatefulSet: %s %v", r, err)
+	}
+	writes.Store(0)
+	cur, _ = BuildStatefulSet(cluster)
+	if r, err := Apply(ctx, c, cur); err != nil || r != Unchanged || writes.Load() != 0 {
+		t.Errorf("second apply: %s %v, %d writes", r, err, writes.Load())
+	}
+	live := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cur), live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement || live.Spec.Template.Annotations["legacy"] != "" {
+		t.Errorf("live policy %s, template annotations %v", live.Spec.PodManagementPolicy, live.Spec.Template.Annotations)
 	}
 }

@@ -346,6 +346,7 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 		}
 		o := op
 		o.Holder, o.Epoch = r.Holder, r.Epoch
+		o.StageStartedAt = o.UpdatedAt
 		s.Operation = &o
 		init(s)
 		return nil
@@ -389,6 +390,7 @@ func (r *Runner) persist(ctx context.Context, cluster *v1.MysqlCluster, op *v1.O
 		if next != s.Operation.Stage {
 			s.Operation.Stage = next
 			s.Operation.Message = ""
+			s.Operation.StageStartedAt = &now
 		}
 		s.Operation.UpdatedAt = &now
 		return nil
@@ -476,14 +478,17 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 	if err != nil {
 		return false, err
 	}
-	var primaryIP string
+	// Replicas follow the primary by its stable name, never by its (changing) address.
+	primaryIP := ""
 	for _, p := range pods {
-		if p.Name == c.Status.CurrentPrimary {
-			primaryIP = p.Status.PodIP
+		if p.Name == c.Status.CurrentPrimary && podReady(p) {
+			primaryIP = PodHost(c, p.Name)
 		}
 	}
 	if primaryIP == "" {
-		return false, nil
+		// A converge re-joins replicas to the primary and would wait for it: refuse instead of
+		// leaving an operation that blocks the failover the cluster needs.
+		return false, fmt.Errorf("%w: the primary %s has no ready pod, so its replicas cannot be re-joined to it; if it is dead, run 'failover %s'", outcome.ErrUnsafe, c.Status.CurrentPrimary, c.Name)
 	}
 	creds, err := r.credentials(ctx, c)
 	if err != nil {
@@ -677,6 +682,9 @@ func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps 
 			st.Version = s.Flavor.VersionString
 			st.GTIDExecuted = executed(s)
 			st.SemiSyncSource = fencesByReceivers(s)
+			if s.SemiSync.SourceEnabled {
+				st.SemiSyncTimeoutSeconds = s.SemiSync.TimeoutMillis / 1000
+			}
 			t := metav1.NewTime(s.ObservedAt)
 			st.LastSeen = &t
 			if s.Replica != nil {

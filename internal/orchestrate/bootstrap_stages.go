@@ -75,7 +75,19 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 }
 
 func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, members, creds, connect := x.c, x.members, x.creds, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	c, members, connect := x.c, x.members, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	secret, err := CheckSecret(ctx, r.Kube, c)
+	if err != nil {
+		return "", nil, err
+	}
+	accounts, err := AccountCredentialsFromSecret(secret)
+	if err != nil {
+		return "", nil, err
+	}
+	specs, err := BootstrapAccounts(accounts)
+	if err != nil {
+		return "", nil, err
+	}
 	for _, m := range members {
 		if quarantined(c, m.pod.Name) {
 			continue
@@ -86,13 +98,16 @@ func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func
 		}
 		// Without binary logging: accounts created on every instance before replication
 		// exists must leave no GTIDs behind (they would be errant on the replicas).
-		for _, u := range []topology.UserSpec{
-			{User: ReplicationUser, Password: creds.replication, Role: topology.RoleReplication},
-			{User: OrchestrationUser, Password: creds.orchestration, Role: topology.RoleOrchestration},
-		} {
+		for _, u := range specs {
 			if err := in.EnsureUser(ctx, u, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
 				return "", nil, err
 			}
+		}
+		// Root last: no account keeps READ ONLY ADMIN, so read_only binds every client and
+		// mysqlctl enables the privilege (a role) only on its own session, statement by
+		// statement.
+		if _, err := in.StripReadOnlyAdmin(ctx, RootUser, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
+			return "", nil, err
 		}
 	}
 	return StageConfiguringPrimary, nil, nil
@@ -140,25 +155,21 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
 			continue
 		}
+		// A former primary that came back without restarting (a frozen or partitioned one)
+		// still takes writes, and its commits may hang waiting for acknowledgements, which
+		// would block a full observation: it is fenced before it is observed.
+		if _, err := r.refence(ctx, c, m.pod, creds); err != nil {
+			return "", nil, err
+		}
 		s, err := observe(m)
 		if err != nil {
 			return "", nil, err
 		}
-		if !s.ReadOnly {
-			// A former primary that came back without restarting (a frozen or partitioned
-			// one) still takes writes: it is put read-only before anything else.
-			in, err := connect(m)
-			if err != nil {
-				return "", nil, err
-			}
-			if _, err := fence(ctx, in); err != nil {
-				return "", nil, err
-			}
-			if s, err = observe(m); err != nil {
-				return "", nil, err
-			}
+		e, ok, err := ss.ancestor(primaryName, ps, s)
+		if err != nil {
+			return "", nil, err
 		}
-		if e, ok := divergence(ps, s); !ok {
+		if !ok {
 			e.Name = m.pod.Name
 			errant = append(errant, e)
 			continue
@@ -167,12 +178,12 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		if err != nil {
 			return "", nil, err
 		}
-		joined := replicatesFrom(s, primary.pod.Status.PodIP)
+		joined := replicatesFrom(s, PodHost(c, primaryName))
 		switch {
 		case !joined:
 			// A returning former primary resumes from its own binlog; its history was just
 			// proven an ancestor of the primary's.
-			if err := r.joinReplica(ctx, c, in, s, primary.pod.Status.PodIP, creds); err != nil {
+			if err := r.joinReplica(ctx, c, in, s, PodHost(c, primaryName), creds); err != nil {
 				return "", nil, err
 			}
 		case c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled:
@@ -222,7 +233,7 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			return "", nil, err
 		}
 		snaps[m.pod.Name] = s
-		why, err := ss.caughtUp(m.pod.Name, s, primaryName, primary.pod.Status.PodIP, ps)
+		why, err := ss.caughtUp(m.pod.Name, s, primaryName, PodHost(c, primaryName), ps)
 		if err != nil {
 			return "", nil, err
 		}
@@ -239,6 +250,10 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 				return "", nil, err
 			}
 		}
+	}
+	semi, err := r.settleSemiSync(ctx, x, primaryName, ps, len(snaps)-1)
+	if err != nil {
+		return "", nil, err
 	}
 	now := metav1.NewTime(r.now())
 	instances := r.instanceStatuses(c, members, snaps, primaryName)
@@ -269,5 +284,6 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			s.History = s.History[:20]
 		}
 		s.Operation = nil
+		semi(s)
 	}, nil
 }

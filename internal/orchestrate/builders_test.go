@@ -97,7 +97,8 @@ func TestBuildStatefulSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sts.Spec
-	if *s.Replicas != 3 || s.ServiceName != "demo-instances" || s.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
+	// Parallel: recreating any pod (the primary's included) never waits for a lower ordinal.
+	if *s.Replicas != 3 || s.ServiceName != "demo-instances" || s.PodManagementPolicy != appsv1.ParallelPodManagement {
 		t.Errorf("replicas/serviceName/policy: %d %s %s", *s.Replicas, s.ServiceName, s.PodManagementPolicy)
 	}
 	if p := s.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 3 {
@@ -130,6 +131,13 @@ func TestBuildStatefulSet(t *testing.T) {
 	for _, w := range []string{`ordinal="${HOSTNAME##*-}"`, "$((1000 + ordinal))", "/mnt/mysqlctl-config/mysqlctl.cnf /etc/mysql/conf.d/mysqlctl.cnf"} {
 		if !strings.Contains(script, w) {
 			t.Errorf("init script lacks %q:\n%s", w, script)
+		}
+	}
+	// With Parallel pods start in any order: the init script must depend on nothing but the pod's
+	// own hostname and volumes (no peer, no earlier ordinal).
+	for _, f := range []string{"nslookup", "getent", "mysql ", "mariadb ", "-0.", "ncat", "wget", "curl"} {
+		if strings.Contains(script, f) {
+			t.Errorf("init script refers to %q, which would make it depend on another pod:\n%s", f, script)
 		}
 	}
 	if pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
@@ -251,5 +259,27 @@ func TestConvergenceFromStatus(t *testing.T) {
 		if ConvergenceFromStatus(testCluster(healthy, mut), true).Converged() {
 			t.Errorf("%s: converged, want fail-closed", name)
 		}
+	}
+}
+
+func TestPodHost(t *testing.T) {
+	c := testCluster() // demo in namespace db
+	if got, want := PodHost(c, "demo-2"), "demo-2.demo-instances.db.svc"; got != want {
+		t.Errorf("PodHost = %q, want %q", got, want)
+	}
+	// The name is the one the StatefulSet's governing Service gives the pod.
+	sts, err := BuildStatefulSet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := PodHost(c, "demo-0"), "demo-0."+sts.Spec.ServiceName+"."+c.Namespace+".svc"; got != want {
+		t.Errorf("PodHost = %q, want the governing Service's name %q", got, want)
+	}
+	if h := BuildHeadlessService(c); h.Name != sts.Spec.ServiceName || h.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("the governing Service %s (clusterIP %q) must be the headless one", h.Name, h.Spec.ClusterIP)
+	}
+	other := testCluster(func(c *v1.MysqlCluster) { c.Name, c.Namespace = "orders", "shop" })
+	if got, want := PodHost(other, "orders-1"), "orders-1.orders-instances.shop.svc"; got != want {
+		t.Errorf("PodHost = %q, want %q", got, want)
 	}
 }

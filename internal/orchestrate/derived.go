@@ -87,15 +87,44 @@ type AppliedObject struct {
 
 // ApplyDerived applies every derived object (not the Secret) and reports what changed.
 func ApplyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+	return applyDerived(ctx, c, cluster, cv, nil)
+}
+
+// applyDerived is ApplyDerived with a guard asked before every object is applied (nil: none):
+// an actor holding the cluster's lease passes its validity check, so that an actor that lost
+// the lease halfway stops before the next write.
+func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence, guard func() error) ([]AppliedObject, error) {
 	objs, err := DerivedObjects(cluster, cv)
 	if err != nil {
 		return nil, err
 	}
 	var out []AppliedObject
 	for _, o := range objs {
+		if guard != nil {
+			if err := guard(); err != nil {
+				return out, err
+			}
+		}
 		r, err := Apply(ctx, c, o)
 		if err != nil {
 			return out, err
+		}
+		out = append(out, AppliedObject{Kind: o.GetObjectKind().GroupVersionKind().Kind, Name: o.GetName(), Result: r})
+	}
+	return out, nil
+}
+
+// DiffDerived reports what ApplyDerived would do with every derived object, reading only.
+func DiffDerived(ctx context.Context, c DiffClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+	objs, err := DerivedObjects(cluster, cv)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AppliedObject, 0, len(objs))
+	for _, o := range objs {
+		r, err := Diff(ctx, c, o)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, AppliedObject{Kind: o.GetObjectKind().GroupVersionKind().Kind, Name: o.GetName(), Result: r})
 	}

@@ -103,6 +103,12 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			started = true
 			continue
 		}
+		if (op.Type == OperationSwitchover || op.Type == OperationConverge) && !opts.ResumeOnly && !started {
+			if err := r.supersede(ctx, cluster, op, opts); err != nil {
+				return err
+			}
+			continue
+		}
 		if op.Type != OperationFailover {
 			return r.otherOperation(cluster, op)
 		}
@@ -115,20 +121,69 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 	}
 }
 
+// supersede ends a switchover whose primary died before anything was promoted, so that a
+// failover can replace that primary: a switchover cannot finish (or roll back) without it. The
+// switchover is recorded in the history as superseded. A switchover past promotion, or one
+// whose primary still answers, is not superseded: resume (or abort) finishes it.
+func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, opts FailoverOptions) error {
+	if op.Type == OperationSwitchover && (!slices.Contains(abortable[OperationSwitchover], op.Stage) || op.Evidence != nil && op.Evidence.PromotedAt != nil) {
+		return r.otherOperation(c, op)
+	}
+	if r.Epoch < op.Epoch || r.Epoch == op.Epoch && r.Holder != op.Holder {
+		return fmt.Errorf("%w: operation %s is recorded by %s under lease epoch %d, not older than this actor's epoch %d", outcome.ErrHeld, op.ID, op.Holder, op.Epoch, r.Epoch)
+	}
+	old := c.Status.CurrentPrimary
+	v, err := r.failoverView(ctx, c, old)
+	if err != nil {
+		return err
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return err
+	}
+	// The same judgement as Confirming: only a primary proven dead ends the operation.
+	ss := r.openSessions(ctx, v.ready, creds)
+	defer ss.close()
+	if j := r.confirm(ctx, c, v, ss, creds, opts); j.Verdict != failover.Dead {
+		return fmt.Errorf("%w: the %s %s stopped at stage %s and its primary %s is not proven dead (%s: %s): run 'resume %s' to finish it or 'abort %s' to roll it back",
+			outcome.ErrUnsafe, op.Type, op.ID, op.Stage, old, j.Verdict, j.Reason, c.Name, c.Name)
+	}
+	if _, err := r.guard("supersede " + op.ID); err != nil {
+		return err
+	}
+	now := r.now()
+	msg := fmt.Sprintf("superseded at stage %s by a failover: the primary %s is dead", op.Stage, old)
+	err = UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		o := s.Operation
+		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != op.Holder || o.Epoch != op.Epoch {
+			return errLostRace
+		}
+		finish(s, now, "Superseded", msg, 0)
+		s.Phase = v1.PhaseDegraded // until the failover records its own outcome
+		return nil
+	})
+	if errors.Is(err, errLostRace) {
+		return nil
+	}
+	if err == nil {
+		r.event(ctx, c, true, "SwitchoverSuperseded", msg)
+	}
+	return err
+}
+
 func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts FailoverOptions) error {
 	now := metav1.NewTime(r.now())
 	id := fmt.Sprintf("failover-%d", now.Unix())
 	op := v1.OperationStatus{
 		ID: id, Type: OperationFailover, Stage: StageConfirming, StartedAt: now, UpdatedAt: &now, Target: opts.To,
 	}
+	// Phase, HA state and conditions change only once Confirming accepts the primary's death:
+	// a refused failover leaves them as it found them.
 	err := r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending}
 		if opts.Force {
 			s.Operation.Evidence.Forced = opts.Reason
 		}
-		s.Phase = v1.PhaseFailingOver
-		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, nil)
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + s.CurrentPrimary + " started"})
 	})
 	if err == nil {
 		msg := "failover of primary " + c.Status.CurrentPrimary + " started"
@@ -183,7 +238,7 @@ type failoverView struct {
 	ready     []instance // every pod whose readiness the API reports, old primary included
 	missing   []string   // members other than the old primary without a ready pod
 	old       string
-	oldAddr   string
+	oldSource failover.Source
 	oldPodUID string
 }
 
@@ -202,7 +257,7 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 		}
 		if name == old {
 			if ok {
-				v.oldAddr, v.oldPodUID = p.Status.PodIP, string(p.UID)
+				v.oldPodUID = string(p.UID)
 				v.ready = append(v.ready, instance{ordinal: ord, pod: p})
 			}
 			continue
@@ -213,11 +268,13 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 			v.missing = append(v.missing, name)
 		}
 	}
-	if v.oldAddr == "" {
-		// The pod is gone: the replicas still know the address recorded in the last observation.
-		for _, i := range c.Status.Instances {
-			if i.Name == old {
-				v.oldAddr, v.oldPodUID = i.PodIP, i.PodUID
+	// Replicas know the old primary by its stable name and, once connected, by its server_id.
+	v.oldSource.Host = PodHost(c, old)
+	for _, i := range c.Status.Instances {
+		if i.Name == old {
+			v.oldSource.ServerID = uint32(i.ServerID) // server_id is 32 bits (MySQL and MariaDB)
+			if v.oldPodUID == "" {
+				v.oldPodUID = i.PodUID // the pod is gone: the last observed incarnation
 			}
 		}
 	}
@@ -373,10 +430,14 @@ func recordedSemiSyncSource(c *v1.MysqlCluster, name string) bool {
 	return false
 }
 
-// fencesByReceivers reports whether the observed server is a semi-sync source that stops
-// committing while no replica acknowledges, for at least MinFenceSemiSyncTimeout.
+// fencesByReceivers reports, from what the server itself says, whether it is a semi-sync source
+// that stops committing while no replica acknowledges: the source side enabled and active, the
+// wait point AFTER_SYNC (the transaction is not committed, hence invisible, until acknowledged),
+// waiting even with no semi-sync replica connected, for at least MinFenceSemiSyncTimeout.
 func fencesByReceivers(s topology.Snapshot) bool {
-	return s.SemiSync.SourceEnabled && s.SemiSync.TimeoutMillis >= MinFenceSemiSyncTimeout.Milliseconds()
+	ss := s.SemiSync
+	return ss.SourceEnabled && ss.SourceActive && ss.WaitPoint == "AFTER_SYNC" && ss.WaitNoReplica &&
+		ss.TimeoutMillis >= MinFenceSemiSyncTimeout.Milliseconds()
 }
 
 // markPrimary records the instance as the primary in status.instances, with its observed
@@ -387,17 +448,26 @@ func markPrimary(s *v1.MysqlClusterStatus, primary string, snap topology.Snapsho
 		case primary:
 			s.Instances[i].Role, s.Instances[i].Classification = v1.RolePrimary, string(topology.ClassPrimary)
 			s.Instances[i].SemiSyncSource = fencesByReceivers(snap)
+			s.Instances[i].SemiSyncTimeoutSeconds = snap.SemiSync.TimeoutMillis / 1000
+			if !snap.ObservedAt.IsZero() {
+				seen := metav1.NewTime(snap.ObservedAt)
+				s.Instances[i].LastSeen = &seen
+			}
 		case old:
 			s.Instances[i].Role, s.Instances[i].SemiSyncSource = oldRole, false
 		}
 	}
 }
 
-// semiSyncProof reports whether the cluster's configuration makes every acknowledged commit
-// reach a replica first: semi-sync on, with a timeout too long to fall back to asynchronous
-// within an operation.
-func semiSyncProof(c *v1.MysqlCluster) bool {
-	return c.Spec.SemiSync.SemiSyncEnabled() && (c.Spec.SemiSync.Timeout == nil || c.Spec.SemiSync.Timeout.Duration >= MinFenceSemiSyncTimeout)
+// semiSyncProven reports, from what was observed rather than what the spec asks, whether every
+// commit the primary acknowledged had reached a replica: it was last observed as a semi-sync
+// source that waits (see fencesByReceivers), and the cluster's SemiSynchronous condition does
+// not say it ran asynchronously since.
+func semiSyncProven(c *v1.MysqlCluster, primary string) bool {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionSemiSynchronous); cond != nil && cond.Status == metav1.ConditionFalse {
+		return false
+	}
+	return recordedSemiSyncSource(c, primary)
 }
 
 func maxCandidateLag(c *v1.MysqlCluster) time.Duration {
@@ -435,22 +505,16 @@ func (r *Runner) degrade(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 
-// refuse ends the operation as Failed without touching the phase the cluster had (the primary
-// is alive, or its death is not confirmed), and returns the refusal.
+// refuse withdraws a failover that Confirming refused (the primary is alive, or its death is
+// not confirmed) and returns the refusal. Nothing was done, so nothing is recorded but an
+// Event with the reason and evidence: the phase, HA state, conditions, labels and history stay
+// as the failover found them.
 func (r *Runner) refuse(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string, evidence []string) error {
-	now := r.now()
-	t := metav1.NewTime(now)
-	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
-		finish(s, now, "Failed", reason, 0)
-		s.HA = haState(s.HA, v1.HASuspected, t, evidence)
-		if c.Status.Phase == v1.PhaseDegraded {
-			s.Phase = v1.PhaseDegraded
-		}
-	})
+	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation = nil })
 	if err != nil {
 		return err
 	}
-	r.event(ctx, c, true, "FailoverRefused", reason)
+	r.event(ctx, c, true, "FailoverRefused", reason+"; evidence: "+strings.Join(evidence, "; "))
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 
@@ -485,7 +549,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 			continue
 		}
 		members, _ := v.members(c, ss)
-		j := failover.Judge(v.old, v.oldAddr, checks, threshold, members)
+		j := failover.Judge(v.old, v.oldSource, checks, threshold, members)
 		if j.Verdict != failover.Unreachable || ctx.Err() != nil || !r.now().Before(deadline) {
 			return j
 		}
@@ -578,9 +642,13 @@ func (r *Runner) promoteCandidate(ctx context.Context, c *v1.MysqlCluster, ss *s
 	}
 	id := identity(s)
 	r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", candidate, s.SemiSync.SourceEnabled))
+	now := metav1.NewTime(r.now())
 	return func(st *v1.MysqlClusterStatus) {
 		addKnownPrimary(st, id)
 		markPrimary(st, candidate, s, old, oldRole)
+		if e := evidenceOf(st); e.PromotedAt == nil {
+			e.PromotedAt = &now
+		}
 	}, nil
 }
 

@@ -35,12 +35,16 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 	return StageFencing, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
+		e.SemiSyncProven = semiSyncProven(c, x.old)
 		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
+		s.Phase = v1.PhaseFailingOver
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + x.old + " started: " + string(j.Verdict)})
 	}, nil
 }
 
 func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, old, v, creds, ss := x.c, x.op, x.ev, x.forced, x.old, x.v, x.creds, x.ss
+	fencedAt := metav1.NewTime(x.now)
 	// Out of the primary Service first, whatever the path: no new client reaches it.
 	if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
 		return "", nil, err
@@ -62,6 +66,7 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 			return StageElecting, func(s *v1.MysqlClusterStatus) {
 				e := evidenceOf(s)
 				e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+				e.FenceStartedAt = &fencedAt
 			}, nil
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
@@ -69,71 +74,38 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	members, missing := v.members(c, ss)
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
 	// failover must not leave a live primary starved of acknowledgements.
-	var blocked, notes []string
-	switch {
-	case !c.Spec.SemiSync.SemiSyncEnabled():
-		blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
-	case c.Spec.SemiSync.Timeout != nil && c.Spec.SemiSync.Timeout.Duration < MinFenceSemiSyncTimeout:
-		blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", c.Spec.SemiSync.Timeout.Duration, MinFenceSemiSyncTimeout))
-	case !recordedSemiSyncSource(c, old):
-		blocked = append(blocked, old+" was not last observed as a semi-synchronous source (with too few replicas to acknowledge, or restarted), so it may commit without acknowledgements")
-	}
-	if len(missing) > 0 {
-		blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
-	}
-	receivers := 0
-	for _, m := range members {
-		if m.Snapshot.Replica != nil {
-			receivers++
-		}
-	}
-	if receivers == 0 {
-		blocked = append(blocked, "no replica receiver to stop")
-	}
+	blocked, deadline := receiverFenceBlockers(c, old, members, missing, x.now)
 	if len(blocked) > 0 && !forced {
+		// As found: the (unreachable) primary goes back into its Service's selector.
+		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
+			return "", nil, err
+		}
 		reason := "fence Blocked: " + strings.Join(blocked, "; ")
 		return "", nil, r.degrade(ctx, c, op, reason+"; nothing was stopped and nothing was promoted (failover --force --reason TEXT overrides)", func(s *v1.MysqlClusterStatus) {
 			evidenceOf(s).FenceState = v1.FenceBlocked
 		})
 	}
-	// Every receiver, quarantined replicas' included: any of them could acknowledge.
-	var stopped []string
-	for _, m := range members {
-		if m.Snapshot.Replica == nil {
-			continue
-		}
-		in, err := ss.connect(m.Name)
-		if err != nil {
-			return "", nil, err
-		}
-		if err := in.StopIOThread(ctx); err != nil {
-			return "", nil, err
-		}
-		stopped = append(stopped, m.Name)
+	stopped, err := r.stopReceivers(ctx, ss, members, creds)
+	if err != nil {
+		return "", nil, err
 	}
-	for _, name := range stopped {
-		in, err := ss.connect(name)
-		if err != nil {
-			return "", nil, err
-		}
-		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
-		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
-			return "", nil, notYet("IO thread of %s not proven stopped yet", name)
-		}
+	until := "no deadline can be proven"
+	if deadline != nil {
+		until = "holds until " + deadline.UTC().Format(time.RFC3339)
 	}
-	method := fenceByReceivers + " (" + strings.Join(stopped, ", ") + ")"
+	method := fmt.Sprintf("%s (%s); %s", fenceByReceivers, strings.Join(stopped, ", "), until)
+	state := v1.FenceVerified
 	if len(blocked) > 0 {
-		notes = append(notes, "fence Blocked: "+strings.Join(blocked, "; "), "FORCED past a Blocked fence: "+ev.Forced)
+		notes := []string{"fence Blocked: " + strings.Join(blocked, "; "), "FORCED past a Blocked fence: " + ev.Forced}
 		r.event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
-		return StageElecting, func(s *v1.MysqlClusterStatus) {
-			e := evidenceOf(s)
-			e.FenceState, e.FenceMethod = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
-		}, nil
+		state, method = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
+	} else {
+		r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
 	}
-	r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
 	return StageElecting, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
-		e.FenceState, e.FenceMethod = v1.FenceVerified, method
+		e.FenceState, e.FenceMethod = state, method
+		e.FenceStartedAt, e.FenceDeadline = &fencedAt, deadline
 	}, nil
 }
 
@@ -161,7 +133,7 @@ func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.
 }
 
 func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, forced, ss, opts := x.c, x.ev, x.forced, x.ss, x.foOpts
+	ev, forced, ss, opts := x.ev, x.forced, x.ss, x.foOpts
 	in, err := ss.connect(ev.Candidate)
 	if err != nil {
 		return "", nil, err
@@ -186,7 +158,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 			return "", nil, oerr
 		}
 		missingN = missing(cs, ev.FencedGTIDSet)
-		if err != nil && !semiSyncProof(c) && !forced {
+		if err != nil && !ev.SemiSyncProven && !forced {
 			// Without semi-sync's guarantee the transactions it lacks may have been
 			// acknowledged: keep waiting (abort rolls back, --force overrides).
 			return "", nil, notYet("%s still lacks %d transaction(s) of the fenced primary's %s, which may have been acknowledged (semi-sync is not guaranteeing otherwise)", ev.Candidate, missingN, ev.FencedGTIDSet)
@@ -270,9 +242,9 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 	c, ev, old, v, creds, ss, now, oldAnswers := x.c, x.ev, x.old, x.v, x.creds, x.ss, x.now, x.oldAnswers
 	ns, err := ss.observe(ev.Candidate)
 	if err != nil {
-		return "", nil, err
+		return r.newPrimaryLost(ctx, x, err)
 	}
-	newIP := v.pods[ev.Candidate].Status.PodIP
+	newIP := PodHost(c, ev.Candidate)
 	var errant []v1.ErrantInstance
 	for _, m := range v.ready {
 		name := m.pod.Name
@@ -281,23 +253,27 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old {
-				continue
+			if name == old || x.overdue {
+				continue // Verifying names it; reconcile repairs it when it answers
 			}
 			return "", nil, err
 		}
 		if replicatesFrom(s, newIP) {
 			continue
 		}
-		if e, ok := divergence(ns, s); !ok {
+		e, ok, err := ss.ancestor(ev.Candidate, ns, s)
+		if err != nil {
+			return "", nil, err
+		}
+		if !ok {
 			errant = append(errant, v1.ErrantInstance{Name: name, Reason: e.Reason, ErrantGTIDs: e.ErrantGTIDs, Count: e.Count})
 			continue
 		}
 		in, err := ss.connect(name)
-		if err != nil {
-			return "", nil, err
+		if err == nil {
+			err = r.joinReplica(ctx, c, in, s, newIP, creds)
 		}
-		if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
+		if err != nil && !x.overdue {
 			return "", nil, err
 		}
 	}
@@ -315,9 +291,12 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	c, op, ev, forced, old, v, ss, now, oldAnswers := x.c, x.op, x.ev, x.forced, x.old, x.v, x.ss, x.now, x.oldAnswers
 	ns, err := ss.observe(ev.Candidate)
 	if err != nil {
-		return "", nil, err
+		return r.newPrimaryLost(ctx, x, err)
 	}
-	newIP := v.pods[ev.Candidate].Status.PodIP
+	if back, change := recheckPrimary(ev.Candidate, v.pods[ev.Candidate], ns); back != "" {
+		return back, change, nil
+	}
+	newIP := PodHost(c, ev.Candidate)
 	var pending, down []string
 	snaps := map[string]topology.Snapshot{ev.Candidate: ns}
 	for _, m := range v.ready {
@@ -331,7 +310,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old {
+			if name == old || x.overdue {
 				down = append(down, name)
 				continue
 			}
@@ -345,6 +324,11 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		if why != "" {
 			pending = append(pending, why)
 		}
+	}
+	if len(pending) > 0 && x.overdue {
+		// Past the bound: the new primary is verified; the replicas that did not catch up
+		// are named and left for reconcile.
+		down, pending = append(down, pending...), nil
 	}
 	if len(pending) > 0 {
 		return "", nil, notYet("%s", strings.Join(pending, "; "))
@@ -360,13 +344,16 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	case forced:
 		lost = -1
 		lostWhy = "unknown: the failover was forced (" + ev.Forced + ")"
-	case ev.TransactionsMissing > 0 && semiSyncProof(c):
+	case ev.FencedGTIDSet == "" && !ev.SemiSyncProven:
+		lost = -1
+		lostWhy = "unknown: the old primary was not last observed as a semi-synchronous source that waits for acknowledgements, so it may have acknowledged commits no replica received"
+	case ev.TransactionsMissing > 0 && ev.SemiSyncProven:
 		// A commit is acknowledged only once a replica received it, and the candidate
 		// held every replica's transactions: the ones it lacks were never acknowledged.
 		lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary; none was acknowledged to a client (no replica received them)", ev.TransactionsMissing)
 	case ev.TransactionsMissing > 0:
-		lost = ev.TransactionsMissing
-		lostWhy = fmt.Sprintf("%d transaction(s) of the fenced primary are not on the new primary", lost)
+		lost = -1
+		lostWhy = fmt.Sprintf("unknown, at most %d: that many transaction(s) of the fenced primary are not on the new primary, and the old primary was not observed waiting for semi-sync acknowledgements, so they may have been acknowledged", ev.TransactionsMissing)
 	}
 	dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
 	msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)
@@ -375,6 +362,10 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	}
 	members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
 	instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
+	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(snaps)-1)
+	if err != nil {
+		return "", nil, err
+	}
 	r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
 	t := metav1.NewTime(now)
 	return "", func(s *v1.MysqlClusterStatus) {
@@ -396,5 +387,65 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		} else {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "FailoverSucceeded", Message: msg})
 		}
+		semi(s)
 	}, nil
+}
+
+// receiverFenceBlockers lists what keeps stopping the replicas' receivers from proving that
+// the old primary can no longer commit, and the deadline until which it holds. It is judged
+// from what the servers were observed to do, before anything is stopped.
+func receiverFenceBlockers(c *v1.MysqlCluster, old string, members []failover.Member, missing []string, now time.Time) ([]string, *metav1.Time) {
+	var blocked []string
+	switch {
+	case !c.Spec.SemiSync.SemiSyncEnabled():
+		blocked = append(blocked, "semi-synchronous replication is off, so stopping the replicas' receivers does not stop the primary from committing")
+	case c.Spec.SemiSync.Timeout != nil && c.Spec.SemiSync.Timeout.Duration < MinFenceSemiSyncTimeout:
+		blocked = append(blocked, fmt.Sprintf("spec.semiSync.timeout is %s: after it the primary commits without any acknowledgement (the receiver fence needs at least %s)", c.Spec.SemiSync.Timeout.Duration, MinFenceSemiSyncTimeout))
+	case !semiSyncProven(c, old):
+		blocked = append(blocked, old+" was not last observed as a semi-synchronous source that waits for acknowledgements (with too few replicas to acknowledge, or restarted), so it may commit without them")
+	}
+	deadline, why := receiverFenceDeadline(c, old)
+	switch {
+	case deadline == nil:
+		blocked = append(blocked, why)
+	case !now.Before(deadline.Time):
+		blocked = append(blocked, fmt.Sprintf("the receiver fence's deadline %s has passed: %s", deadline.UTC().Format(time.RFC3339), why))
+	}
+	if len(missing) > 0 {
+		blocked = append(blocked, "cannot stop the receivers of "+strings.Join(missing, ", ")+" (unreachable): they may still acknowledge the primary's commits")
+	}
+	if !slices.ContainsFunc(members, func(m failover.Member) bool { return m.Snapshot.Replica != nil }) {
+		blocked = append(blocked, "no replica receiver to stop")
+	}
+	return blocked, deadline
+}
+
+// stopReceivers stops every replica's IO thread, quarantined replicas' included (any of them
+// could acknowledge), and proves each stopped.
+func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []failover.Member, creds credentials) ([]string, error) {
+	var stopped []string
+	for _, m := range members {
+		if m.Snapshot.Replica == nil {
+			continue
+		}
+		in, err := ss.connect(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		if err := in.StopIOThread(ctx); err != nil {
+			return nil, err
+		}
+		stopped = append(stopped, m.Name)
+	}
+	for _, name := range stopped {
+		in, err := ss.connect(name)
+		if err != nil {
+			return nil, err
+		}
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
+			return nil, notYet("IO thread of %s not proven stopped yet", name)
+		}
+	}
+	return stopped, nil
 }

@@ -105,6 +105,17 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 		lease := &coordinationv1.Lease{}
 		err := kube.Get(ctx, l.key, lease)
 		switch {
+		case apierrors.IsNotFound(err) && c.Status.Operation != nil && (seen == nil || seen.holder != "" || seen.rv != ""):
+			// An operation is recorded but its Lease is gone (deleted by hand?): its holder may
+			// still be acting until it notices. Watch the absence for a full lease duration, as
+			// for an expiring lease, before creating a new one.
+			seen = &observed{at: time.Now()}
+			continue
+		case apierrors.IsNotFound(err) && seen != nil && seen.holder == "" && seen.rv == "" && time.Since(seen.at) < LeaseDuration:
+			if err := sleepCtx(ctx, min(LeaseDuration-time.Since(seen.at), time.Second)); err != nil {
+				return nil, nil, fmt.Errorf("%w: the Lease of cluster %s is missing while operation %s is recorded (%w)", outcome.ErrHeld, c.Name, c.Status.Operation.ID, err)
+			}
+			continue
 		case apierrors.IsNotFound(err):
 			err = l.create(ctx, minEpoch)
 			if apierrors.IsAlreadyExists(err) {
@@ -228,6 +239,9 @@ func (l *Lease) renew(ctx context.Context) error {
 	sent := time.Now()
 	lease := &coordinationv1.Lease{}
 	if err := l.kube.Get(ctx, l.key, lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: the Lease was deleted", errTakenOver)
+		}
 		return err
 	}
 	if h := holderOf(lease); h != l.Holder {

@@ -21,15 +21,37 @@ const (
 	SecretOrchestrationPassword = "orchestration-password"
 )
 
+// Keys of the application accounts in the credentials Secret (see accounts.go). Applications
+// read their user name and password from the same Secret (secretKeyRef).
+const (
+	// SecretAppUser names the application's writing account (default DefaultAppUser).
+	SecretAppUser = "app-user"
+	// SecretAppPassword is the writing application account's password.
+	SecretAppPassword = "app-password"
+	// SecretAppReadOnlyUser names the application's read-only account (default
+	// DefaultAppReadOnlyUser).
+	SecretAppReadOnlyUser = "app-readonly-user"
+	// SecretAppReadOnlyPassword is the read-only application account's password.
+	SecretAppReadOnlyPassword = "app-readonly-password"
+)
+
 // SecretKeys are the keys a credentials Secret must hold.
 var SecretKeys = []string{SecretRootPassword, SecretReplicationPassword, SecretOrchestrationPassword}
 
+// AppSecretKeys are the application accounts' password keys. BuildSecret generates them, but
+// a Secret without them stays valid (Secrets made by earlier versions, or by hand, lack
+// them): bootstrap then creates no application account (see AccountCredentials.MissingApp).
+var AppSecretKeys = []string{SecretAppPassword, SecretAppReadOnlyPassword}
+
 // BuildSecret returns the credentials Secret to create when none exists: random passwords
-// (crypto/rand) for every key. An existing Secret is never rebuilt or overwritten; see
-// MissingSecretKeys.
+// (crypto/rand) for every key in SecretKeys and AppSecretKeys, and the default application
+// user names. An existing Secret is never rebuilt or overwritten; see MissingSecretKeys.
 func BuildSecret(c *v1.MysqlCluster) (*corev1.Secret, error) {
-	data := map[string][]byte{}
-	for _, k := range SecretKeys {
+	data := map[string][]byte{
+		SecretAppUser:         []byte(DefaultAppUser),
+		SecretAppReadOnlyUser: []byte(DefaultAppReadOnlyUser),
+	}
+	for _, k := range append(append([]string(nil), SecretKeys...), AppSecretKeys...) {
 		p, err := RandomPassword(32)
 		if err != nil {
 			return nil, err

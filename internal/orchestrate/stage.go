@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,13 @@ type namedStage struct {
 type operationKind struct {
 	stages  []namedStage
 	prepare func(r *Runner, ctx context.Context, x *stageEnv) error
+	// guard, when set, runs before every stage: it upholds what must hold whatever the stage
+	// (an old primary that answers again is fenced again), and may divert the operation to
+	// another stage with the reason (a fence past its deadline rolls back).
+	guard stageFunc
+	// bounds limit how long a stage may wait for a member before it is overdue; a stage
+	// decides what it does then (leave an unreachable replica for later repair, or stop).
+	bounds map[string]time.Duration
 }
 
 // stageEnv is what a stage reads: the cluster and operation as recorded, the credentials, one
@@ -46,6 +54,8 @@ type stageEnv struct {
 	primaryName string
 	// switchover and failover: the old primary.
 	old string
+	// overdue is true once the stage has waited past its bound.
+	overdue bool
 	// failover: the pods as the failover sees them, whether the run was forced, and whether
 	// the old primary answered and was fenced over SQL.
 	v          failoverView
@@ -71,6 +81,9 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 	if x.ev == nil {
 		x.ev = &v1.OperationEvidence{}
 	}
+	if b, ok := k.bounds[op.Stage]; ok && op.StageStartedAt != nil {
+		x.overdue = x.now.Sub(op.StageStartedAt.Time) > b
+	}
 	if k.prepare != nil {
 		err := k.prepare(r, ctx, &x)
 		if x.ss != nil {
@@ -80,7 +93,28 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 			return "", nil, err
 		}
 	}
+	if k.guard != nil {
+		next, change, err := k.guard(r, ctx, &x)
+		if err != nil || next != "" {
+			return next, change, err
+		}
+	}
 	return run(r, ctx, &x)
+}
+
+// readyMembers returns the pods of the cluster's ordinals whose readiness the API reports.
+func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]instance, error) {
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []instance
+	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+		if p, ok := pods[ord]; ok && podReady(p) {
+			out = append(out, instance{ordinal: ord, pod: p})
+		}
+	}
+	return out, nil
 }
 
 // bootstrapKind runs a new cluster's bootstrap, and the converge of a running one.
@@ -131,8 +165,16 @@ var switchoverKind = &operationKind{
 		{StageVerifying, (*Runner).swVerifying},
 		{StageRollingBack, (*Runner).swRollingBack},
 	},
+	guard:  (*Runner).swGuard,
+	bounds: map[string]time.Duration{StageFencing: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound, StageRollingBack: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		// Validating wants every member ready; later stages go on with the members that are,
+		// so that a replica that dies mid-switchover never blocks it.
 		members, err := r.members(ctx, x.c)
+		var ny errNotYet
+		if errors.As(err, &ny) && x.op.Stage != StageValidating {
+			members, err = r.readyMembers(ctx, x.c)
+		}
 		if err != nil {
 			return err
 		}
@@ -167,6 +209,8 @@ var failoverKind = &operationKind{
 		{StageVerifying, (*Runner).foVerifying},
 		{StageRollingBack, (*Runner).foRollingBack},
 	},
+	guard:  (*Runner).foGuard,
+	bounds: map[string]time.Duration{StageRepointing: postPromotionBound, StageVerifying: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		if x.op.Evidence == nil {
 			x.ev.FencedPrimary = x.c.Status.CurrentPrimary

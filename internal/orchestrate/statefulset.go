@@ -98,9 +98,13 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 		TypeMeta:   typeMeta("apps/v1", "StatefulSet"),
 		ObjectMeta: objectMeta(c, c.Name, "database"),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            &replicas,
-			ServiceName:         HeadlessServiceName(c),
-			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
+			Replicas:    &replicas,
+			ServiceName: HeadlessServiceName(c),
+			// Parallel: ordinals carry no role, and OrderedReady would hold back recreating a
+			// deleted pod (possibly the primary's) while any lower ordinal is not Ready. Nothing
+			// depends on start order: the init container needs only the pod's own hostname, and
+			// replicas follow their primary by its stable DNS name (PodHost), not by ordinal.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: sel},
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,

@@ -158,7 +158,7 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 		switch {
 		case err != nil:
 			rejected = append(rejected, name+": "+err.Error())
-		case s.Replica == nil || s.Replica.SourceHost != byName[old].pod.Status.PodIP:
+		case s.Replica == nil || s.Replica.SourceHost != PodHost(c, old):
 			rejected = append(rejected, name+": does not replicate from the primary")
 		case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
 			rejected = append(rejected, name+": replication threads not running")

@@ -11,6 +11,8 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
@@ -28,16 +30,26 @@ func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v
 
 func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, old, ss, connect := x.c, x.old, x.ss, x.ss.connect
+	fencedAt := metav1.NewTime(x.now)
 	in, err := connect(old)
 	if err != nil {
 		return "", nil, err
 	}
-	// Out of the primary Service first: a client that reconnects (root on MariaDB has READ
-	// ONLY ADMIN and would write through read_only) no longer reaches it.
+	// Out of the primary Service first: a client that reconnects no longer reaches it.
 	if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
 		return "", nil, err
 	}
 	fenced, method, err := fenceOverSQL(ctx, in, ss, old)
+	var ny errNotYet
+	if errors.As(err, &ny) && x.overdue {
+		// The fence cannot be verified within its bound: undo it rather than leave the
+		// primary read-only and out of its Service until someone aborts.
+		reason := fmt.Sprintf("the fence of %s was not verified within %s: %s", old, postPromotionBound, ny.msg)
+		return StageRollingBack, func(s *v1.MysqlClusterStatus) {
+			e := evidenceOf(s)
+			e.RollbackReason, e.RollbackResult = reason, "Failed"
+		}, nil
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -45,6 +57,7 @@ func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
 		e := s.Operation.Evidence
 		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+		e.FenceStartedAt = &fencedAt
 	}, nil
 }
 
@@ -73,11 +86,24 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 	c, ev, old, now, connect := x.c, x.ev, x.old, x.now, x.ss.connect
 	// Nothing changed hands: the old primary takes writes again.
 	in, err := connect(old)
-	if err != nil {
-		return "", nil, err
+	if err == nil {
+		err = r.openPrimary(ctx, c, in, old)
 	}
-	if err := r.openPrimary(ctx, c, in, old); err != nil {
-		return "", nil, err
+	if err != nil && x.overdue {
+		// The old primary does not answer: it stays fenced (read-only, out of the primary
+		// Service), and a failover replaces it. Never wait for it forever.
+		msg := fmt.Sprintf("%s; the old primary %s does not answer (%v): it stays fenced and no instance is writable; run 'failover %s'", ev.RollbackReason, old, err, c.Name)
+		r.event(ctx, c, true, "SwitchoverRolledBack", msg)
+		t := metav1.NewTime(now)
+		return "", func(s *v1.MysqlClusterStatus) {
+			finish(s, now, ev.RollbackResult, msg, 0)
+			s.Phase = v1.PhaseDegraded
+			s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "PrimaryUnreachable", Message: msg})
+		}, nil
+	}
+	if err != nil {
+		return "", nil, notYet("the old primary %s does not answer yet: %v", old, err)
 	}
 	msg := ev.RollbackReason + "; the fence on " + old + " was undone, it is the primary again"
 	r.event(ctx, c, true, "SwitchoverRolledBack", msg)
@@ -107,25 +133,24 @@ func (r *Runner) swMovingPrimary(ctx context.Context, x *stageEnv) (string, func
 }
 
 func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, members, byName, creds, connect, observe := x.c, x.ev, x.members, x.byName, x.creds, x.ss.connect, x.ss.observe
-	newIP := byName[ev.Candidate].pod.Status.PodIP
+	c, ev, members, creds, connect, observe := x.c, x.ev, x.members, x.creds, x.ss.connect, x.ss.observe
+	newIP := PodHost(c, ev.Candidate)
 	for _, m := range members {
 		name := m.pod.Name
 		if name == ev.Candidate || quarantined(c, name) {
 			continue
 		}
 		in, err := connect(name)
+		if err == nil {
+			var s topology.Snapshot
+			if s, err = observe(name); err == nil && !replicatesFrom(s, newIP) {
+				err = r.joinReplica(ctx, c, in, s, newIP, creds)
+			}
+		}
 		if err != nil {
-			return "", nil, err
-		}
-		s, err := observe(name)
-		if err != nil {
-			return "", nil, err
-		}
-		if replicatesFrom(s, newIP) {
-			continue
-		}
-		if err := r.joinReplica(ctx, c, in, s, newIP, creds); err != nil {
+			if x.overdue {
+				continue // past the bound: Verifying names it, reconcile repairs it later
+			}
 			return "", nil, err
 		}
 	}
@@ -136,28 +161,17 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	c, op, ev, old, members, byName, ss, now, observe := x.c, x.op, x.ev, x.old, x.members, x.byName, x.ss, x.now, x.ss.observe
 	ns, err := observe(ev.Candidate)
 	if err != nil {
+		return r.newPrimaryLost(ctx, x, err)
+	}
+	if back, change := recheckPrimary(ev.Candidate, byName[ev.Candidate].pod, ns); back != "" {
+		return back, change, nil
+	}
+	newIP := PodHost(c, ev.Candidate)
+	pending, err := ss.pendingReplicas(c, members, ev.Candidate, newIP, ns)
+	if err != nil {
 		return "", nil, err
 	}
-	newIP := byName[ev.Candidate].pod.Status.PodIP
-	var pending []string
-	for _, m := range members {
-		name := m.pod.Name
-		if name == ev.Candidate || quarantined(c, name) {
-			continue
-		}
-		s, err := observe(name)
-		if err != nil {
-			return "", nil, err
-		}
-		why, err := ss.caughtUp(name, s, ev.Candidate, newIP, ns)
-		if err != nil {
-			return "", nil, err
-		}
-		if why != "" {
-			pending = append(pending, why)
-		}
-	}
-	if len(pending) > 0 {
+	if len(pending) > 0 && !x.overdue {
 		return "", nil, notYet("%s", strings.Join(pending, "; "))
 	}
 	// Transactions the fenced primary had that the new primary lacks: 0 after
@@ -168,6 +182,13 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if lost != 0 {
 		msg = fmt.Sprintf("primary moved from %s to %s in %s; %d transaction(s) of the fenced primary are NOT on the new one", old, ev.Candidate, dur, lost)
 	}
+	if len(pending) > 0 {
+		msg += fmt.Sprintf("; left for repair after %s (run reconcile when they answer): %s", postPromotionBound, strings.Join(pending, "; "))
+	}
+	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(members)-1-len(pending)-quarantinedCount(c))
+	if err != nil {
+		return "", nil, err
+	}
 	r.event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
 	return "", func(s *v1.MysqlClusterStatus) {
 		markPrimary(s, ev.Candidate, ns, old, v1.RoleReplica)
@@ -177,5 +198,6 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 			}
 		}
 		finish(s, now, "Succeeded", msg, lost)
+		semi(s)
 	}, nil
 }

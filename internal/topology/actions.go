@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -196,11 +198,116 @@ func (i *Instance) do(ctx context.Context, op string, build func(Dialect) ([]Stm
 	return i.exec(ctx, op, stmts...)
 }
 
+// doElevated is do for statements that need the right to change read_only
+// or to write through it: on MariaDB they run on one pinned session that
+// enabled ReadOnlyAdminRole first (see withSession); elsewhere as do.
+func (i *Instance) doElevated(ctx context.Context, op string, build func(Dialect) ([]Stmt, error)) error {
+	d, err := i.Dialect(ctx)
+	if err != nil {
+		return err
+	}
+	if _, _, ok := d.Elevate(); !ok {
+		return i.do(ctx, op, build)
+	}
+	stmts, err := build(d)
+	if err != nil {
+		return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: err}
+	}
+	return i.withSession(ctx, op, d, sessionOptions{elevate: true}, func(s *pinnedSession) error {
+		for _, st := range stmts {
+			if err := s.exec(st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// pinnedSession runs statements on one connection of the pool.
+type pinnedSession struct {
+	i    *Instance
+	ctx  context.Context
+	conn *sql.Conn
+	op   string
+}
+
+// exec asks the Guard and runs one statement on the session.
+func (s *pinnedSession) exec(st Stmt) error { return s.i.execGuarded(s.ctx, s.conn, s.op, st) }
+
+// query runs a read on the session.
+func (s *pinnedSession) query(st Stmt) ([]Row, error) {
+	rows, err := queryRows(s.ctx, s.conn, st)
+	if err != nil {
+		return nil, s.i.fail(s.op, err, &st)
+	}
+	return rows, nil
+}
+
+// sessionOptions say how withSession prepares the session.
+type sessionOptions struct {
+	// elevate enables the dialect's elevation (MariaDB: SET ROLE
+	// ReadOnlyAdminRole). An account that was not granted the role (error
+	// 1959) goes on without it: it holds READ_ONLY ADMIN itself, or the
+	// statement that needs it fails with the server's own error.
+	elevate bool
+	// skipBinlog switches binary logging off for the session.
+	skipBinlog bool
+}
+
+// withSession pins one connection, prepares it as o says, runs fn and
+// restores the session (SET ROLE NONE, sql_log_bin = 1). A session that
+// cannot be restored is discarded instead of going back to the pool, so
+// that no pooled session keeps the role or runs without binary logging.
+func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sessionOptions, fn func(*pinnedSession) error) (err error) {
+	ctx, cancel := i.bound(ctx)
+	defer cancel()
+	conn, err := i.db.Conn(ctx)
+	if err != nil {
+		return i.fail(op, err, nil)
+	}
+	s := &pinnedSession{i: i, ctx: ctx, conn: conn, op: op}
+	var undo []Stmt
+	defer func() {
+		// Restoring the session changes nothing on the server, so it is not
+		// put to the Guard: an actor that lost its lease meanwhile still
+		// drops the role instead of leaving the session to be discarded.
+		var undoErr error
+		for k := len(undo) - 1; k >= 0; k-- {
+			if _, e := conn.ExecContext(ctx, undo[k].SQL, undo[k].Args...); e != nil {
+				undoErr = errors.Join(undoErr, i.fail(op, e, &undo[k]))
+			}
+		}
+		if undoErr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, undoErr)
+		}
+		_ = conn.Close()
+	}()
+	if o.skipBinlog {
+		if err := s.exec(stmt("SET SESSION sql_log_bin = 0")); err != nil {
+			return err
+		}
+		undo = append(undo, stmt("SET SESSION sql_log_bin = 1"))
+	}
+	if o.elevate {
+		if on, off, ok := d.Elevate(); ok {
+			switch err := s.exec(on); {
+			case err == nil:
+				undo = append(undo, off)
+			case sqlErrorNumber(err) != erInvalidRole:
+				return err
+			}
+		}
+	}
+	return fn(s)
+}
+
 // Fence makes the server refuse client writes: super_read_only on MySQL,
-// read_only on MariaDB. It does not end open sessions; see
-// KillClientConnections and VerifyFence.
+// read_only on MariaDB (set from a session that enabled ReadOnlyAdminRole,
+// since changing read_only needs READ_ONLY ADMIN). It does not end open
+// sessions; see KillClientConnections and VerifyFence.
 func (i *Instance) Fence(ctx context.Context) error {
-	return i.do(ctx, "fence", func(d Dialect) ([]Stmt, error) { return d.Fence(), nil })
+	return i.doElevated(ctx, "fence", func(d Dialect) ([]Stmt, error) { return d.Fence(), nil })
 }
 
 // FenceState is the result of VerifyFence.
@@ -211,52 +318,224 @@ type FenceState struct {
 	SuperReadOnly *bool
 	// ClientConnections are the sessions a kill would still end.
 	ClientConnections []ClientConnection
-	// Verified is true when the server refuses writes from every account
-	// that lacks the bypass privilege: super_read_only on MySQL, read_only on
-	// MariaDB. Accounts with READ_ONLY ADMIN (MariaDB) can still write, which
-	// is why a fence also kills client connections.
+	// WriteThrough are the remaining client sessions whose account can
+	// write through the fence (Reason says why): on MariaDB, accounts that
+	// hold READ_ONLY ADMIN, directly, through their default role or through
+	// PUBLIC; on MySQL while super_read_only is off, accounts with SUPER or
+	// CONNECTION_ADMIN. Excluded users are listed too: excluding a user
+	// from kills does not stop it from writing.
+	WriteThrough []ClientConnection
+	// MayElevate are remaining sessions (MariaDB) whose account could
+	// enable a role carrying READ_ONLY ADMIN with SET ROLE, as this tool's
+	// own accounts can. They do not count against the fence: a session
+	// writes through it only after that explicit statement.
+	MayElevate []ClientConnection
+	// Verified is true when the fence is read back (super_read_only on
+	// MySQL, read_only on MariaDB) and no WriteThrough session remains.
 	Verified bool
 	// Evidence is one sentence per fact checked.
 	Evidence []string
 }
 
-// VerifyFence reads back the fence variables and the remaining client
-// sessions; a fence counts only once it has been read back.
+// VerifyFence reads back the fence variables, the client sessions that can
+// still write through the fence and the remaining client sessions; a fence
+// counts only once it has been read back and no session that can write
+// through it remains. Every query runs on one session, so that the session
+// that verifies is exactly the one CONNECTION_ID() leaves out.
+//
+// On MariaDB the write-through query reads mysql.global_priv and
+// mysql.roles_mapping (RoleOrchestration is granted SELECT on both); an
+// account that may not read them gets an error, never a silent "verified".
+// On MySQL, super_read_only=ON binds SUPER and CONNECTION_ADMIN as well, so
+// the query runs only while it is off, for the evidence, and a failure of
+// it is recorded rather than returned (the fence is unverified either way).
 func (i *Instance) VerifyFence(ctx context.Context, exclude ...string) (FenceState, error) {
 	var fs FenceState
 	d, err := i.Dialect(ctx)
 	if err != nil {
 		return fs, err
 	}
+	err = i.withSession(ctx, "verify fence", d, sessionOptions{}, func(s *pinnedSession) error {
+		q := d.FenceStateQuery()
+		rows, err := s.query(q)
+		if err != nil {
+			return err
+		}
+		if len(rows) != 1 {
+			return i.fail("verify fence", errors.New("fence query returned no row"), nil)
+		}
+		if fs.ReadOnly, err = parseBool(rows[0], "read_only"); err != nil {
+			return i.fail("verify fence", err, nil)
+		}
+		fs.Verified = fs.ReadOnly
+		fs.Evidence = append(fs.Evidence, "read_only="+onOff(fs.ReadOnly))
+		if _, ok := rows[0]["super_read_only"]; ok {
+			sro, err := parseBool(rows[0], "super_read_only")
+			if err != nil {
+				return i.fail("verify fence", err, nil)
+			}
+			fs.SuperReadOnly = &sro
+			fs.Verified = fs.Verified && sro
+			fs.Evidence = append(fs.Evidence, "super_read_only="+onOff(sro))
+		}
+		if fs.SuperReadOnly != nil && *fs.SuperReadOnly {
+			fs.Evidence = append(fs.Evidence, "super_read_only=ON binds SUPER and CONNECTION_ADMIN sessions too")
+		} else {
+			wt, may, err := writeThrough(s, d)
+			switch {
+			case err != nil && fs.SuperReadOnly == nil:
+				return err
+			case err != nil:
+				fs.Evidence = append(fs.Evidence, "could not list sessions that write through read_only: "+err.Error())
+			default:
+				fs.WriteThrough, fs.MayElevate = wt, may
+				fs.Verified = fs.Verified && len(wt) == 0
+				fs.Evidence = append(fs.Evidence, writeThroughEvidence(wt, may)...)
+			}
+		}
+		q, err = d.ClientConnectionsQuery(exclude)
+		if err != nil {
+			return &OpError{Instance: i.Name, Op: "verify fence", Kind: ErrorOther, Err: err}
+		}
+		rows, err = s.query(q)
+		if err != nil {
+			return err
+		}
+		if fs.ClientConnections, err = parseConnections(rows); err != nil {
+			return i.fail("verify fence", err, nil)
+		}
+		fs.Evidence = append(fs.Evidence, strconv.Itoa(len(fs.ClientConnections))+" client connections remain")
+		return nil
+	})
+	if err != nil {
+		// A partial read-back never counts as a verified fence.
+		fs.Verified = false
+	}
+	return fs, err
+}
+
+// writeThrough runs the dialect's write-through query on s and splits the
+// sessions into those that can write now and those that could after SET
+// ROLE.
+func writeThrough(s *pinnedSession, d Dialect) (blocking, elevatable []ClientConnection, err error) {
+	rows, err := s.query(d.WriteThroughSessionsQuery())
+	if err != nil {
+		return nil, nil, err
+	}
+	blocking, elevatable, err = groupWriteThrough(rows)
+	if err != nil {
+		return nil, nil, s.i.fail(s.op, err, nil)
+	}
+	return blocking, elevatable, nil
+}
+
+// groupWriteThrough folds the write-through rows (one per session and
+// reason) into one ClientConnection per session, in the order of the rows.
+// A session counts as writing through when any of its reasons is blocking;
+// its Reason lists the blocking reasons only, or else the others.
+func groupWriteThrough(rows []Row) (blocking, elevatable []ClientConnection, err error) {
+	type entry struct {
+		c           ClientConnection
+		block, soft []string
+	}
+	var order []uint64
+	byID := map[uint64]*entry{}
+	for _, r := range rows {
+		cs, err := parseConnections([]Row{r})
+		if err != nil {
+			return nil, nil, err
+		}
+		c := cs[0]
+		e, ok := byID[c.ID]
+		if !ok {
+			e = &entry{c: c}
+			byID[c.ID] = e
+			order = append(order, c.ID)
+		}
+		why := r["WHY"]
+		if r["BLOCKING"] == "0" {
+			if !slices.Contains(e.soft, why) {
+				e.soft = append(e.soft, why)
+			}
+		} else if !slices.Contains(e.block, why) {
+			e.block = append(e.block, why)
+		}
+	}
+	for _, id := range order {
+		e := byID[id]
+		if len(e.block) > 0 {
+			e.c.Reason = strings.Join(e.block, "; ")
+			blocking = append(blocking, e.c)
+			continue
+		}
+		e.c.Reason = strings.Join(e.soft, "; ")
+		elevatable = append(elevatable, e.c)
+	}
+	return blocking, elevatable, nil
+}
+
+// writeThroughEvidence describes the write-through sessions in sentences.
+func writeThroughEvidence(blocking, elevatable []ClientConnection) []string {
+	describe := func(cs []ClientConnection) string {
+		parts := make([]string, len(cs))
+		for k, c := range cs {
+			state := ""
+			if c.Command == "Killed" {
+				// Killed but not gone yet: what it was committing can still land.
+				state = ", being killed"
+			}
+			parts[k] = fmt.Sprintf("%d %s from %s%s (%s)", c.ID, c.User, c.Host, state, c.Reason)
+		}
+		return strings.Join(parts, ", ")
+	}
+	var out []string
+	if len(blocking) == 0 {
+		out = append(out, "no remaining session can write through read_only")
+	} else {
+		out = append(out, fmt.Sprintf("%d sessions can write through read_only: %s", len(blocking), describe(blocking)))
+	}
+	if len(elevatable) > 0 {
+		out = append(out, fmt.Sprintf("%d sessions could enable a role that writes through read_only with SET ROLE (not counted): %s",
+			len(elevatable), describe(elevatable)))
+	}
+	return out
+}
+
+// WriteThroughAccount is an account whose sessions can write through the
+// fence (see Dialect.WriteThroughAccountsQuery).
+type WriteThroughAccount struct {
+	Account
+	// Reason says how the account gets past read_only.
+	Reason string
+	// Blocking is false when the account must first enable a role with
+	// SET ROLE.
+	Blocking bool
+}
+
+// WriteThroughAccounts lists the accounts that can write through the fence
+// (MariaDB: READ_ONLY ADMIN directly, through a default role or PUBLIC,
+// and, with Blocking false, through a role they may enable; MySQL: SUPER or
+// CONNECTION_ADMIN, which super_read_only binds). Bootstrap evidence uses
+// it to show that no account the tool made keeps the bypass.
+func (i *Instance) WriteThroughAccounts(ctx context.Context) ([]WriteThroughAccount, error) {
+	d, err := i.Dialect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := i.bound(ctx)
 	defer cancel()
-	q := d.FenceStateQuery()
+	q := d.WriteThroughAccountsQuery()
 	rows, err := queryRows(ctx, i.db, q)
-	if err == nil && len(rows) != 1 {
-		err = errors.New("fence query returned no row")
-	}
 	if err != nil {
-		return fs, i.fail("verify fence", err, &q)
+		return nil, i.fail("list write-through accounts", err, &q)
 	}
-	if fs.ReadOnly, err = parseBool(rows[0], "read_only"); err != nil {
-		return fs, i.fail("verify fence", err, nil)
+	out := make([]WriteThroughAccount, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, WriteThroughAccount{
+			Account: Account{User: r["USER"], Host: r["HOST"]}, Reason: r["WHY"], Blocking: r["BLOCKING"] != "0",
+		})
 	}
-	fs.Verified = fs.ReadOnly
-	fs.Evidence = append(fs.Evidence, "read_only="+onOff(fs.ReadOnly))
-	if _, ok := rows[0]["super_read_only"]; ok {
-		sro, err := parseBool(rows[0], "super_read_only")
-		if err != nil {
-			return fs, i.fail("verify fence", err, nil)
-		}
-		fs.SuperReadOnly = &sro
-		fs.Verified = fs.Verified && sro
-		fs.Evidence = append(fs.Evidence, "super_read_only="+onOff(sro))
-	}
-	if fs.ClientConnections, err = i.ClientConnections(ctx, exclude...); err != nil {
-		return fs, err
-	}
-	fs.Evidence = append(fs.Evidence, strconv.Itoa(len(fs.ClientConnections))+" client connections remain")
-	return fs, nil
+	return out, nil
 }
 
 // ClientConnection is one client session in the process list.
@@ -270,6 +549,9 @@ type ClientConnection struct {
 	Command string
 	// TimeSeconds is how long the session has been in its state.
 	TimeSeconds int64
+	// Reason says, for a session in FenceState.WriteThrough or MayElevate,
+	// how its account gets past read_only.
+	Reason string
 }
 
 // ClientConnections lists client sessions other than this one, system
@@ -289,11 +571,20 @@ func (i *Instance) ClientConnections(ctx context.Context, exclude ...string) ([]
 	if err != nil {
 		return nil, i.fail("list connections", err, &q)
 	}
+	out, err := parseConnections(rows)
+	if err != nil {
+		return nil, i.fail("list connections", err, nil)
+	}
+	return out, nil
+}
+
+// parseConnections reads process-list rows (ID, USER, HOST, COMMAND, TIME).
+func parseConnections(rows []Row) ([]ClientConnection, error) {
 	out := make([]ClientConnection, 0, len(rows))
 	for _, r := range rows {
 		id, err := strconv.ParseUint(r["ID"], 10, 64)
 		if err != nil {
-			return nil, i.fail("list connections", fmt.Errorf("connection id %q", r["ID"]), nil)
+			return nil, fmt.Errorf("connection id %q", r["ID"])
 		}
 		t, _ := strconv.ParseInt(r["TIME"], 10, 64)
 		out = append(out, ClientConnection{ID: id, User: r["USER"], Host: r["HOST"], Command: r["COMMAND"], TimeSeconds: t})
@@ -326,7 +617,7 @@ func (i *Instance) KillClientConnections(ctx context.Context, exclude ...string)
 
 // MakeWritable lifts the fence on a promoted primary.
 func (i *Instance) MakeWritable(ctx context.Context) error {
-	return i.do(ctx, "make writable", func(d Dialect) ([]Stmt, error) { return d.MakeWritable(), nil })
+	return i.doElevated(ctx, "make writable", func(d Dialect) ([]Stmt, error) { return d.MakeWritable(), nil })
 }
 
 // StopReplica stops both replication threads.
@@ -353,9 +644,15 @@ func (i *Instance) StartIOThread(ctx context.Context) error {
 }
 
 // Repoint stops replication, points it at spec's source with GTID
-// auto-positioning and starts it again.
+// auto-positioning and starts it again. With ResumeFromBinlog on MariaDB it
+// sets gtid_slave_pos, which writes mysql.gtid_slave_pos and so needs
+// READ_ONLY ADMIN on a read-only server: those statements run elevated.
 func (i *Instance) Repoint(ctx context.Context, spec SourceSpec) error {
-	return i.do(ctx, "re-point", func(d Dialect) ([]Stmt, error) {
+	do := i.do
+	if spec.ResumeFromBinlog {
+		do = i.doElevated
+	}
+	return do(ctx, "re-point", func(d Dialect) ([]Stmt, error) {
 		change, err := d.ChangeSource(spec)
 		if err != nil {
 			return nil, err
@@ -500,7 +797,11 @@ type EnsureUserOptions struct {
 // EnsureUser creates or converges one account (idempotent: CREATE USER IF
 // NOT EXISTS, ALTER USER, GRANT). Account statements are refused on a
 // MySQL server with super_read_only, so accounts are created before an
-// instance is fenced, or on the primary and replicated.
+// instance is fenced, or on the primary and replicated. On MariaDB
+// read_only refuses them too (error 1290, also with sql_log_bin=0 and for
+// an account that exists), so they run on a session that enabled
+// ReadOnlyAdminRole (or whose account still holds READ_ONLY ADMIN itself,
+// as root does before StripReadOnlyAdmin).
 func (i *Instance) EnsureUser(ctx context.Context, spec UserSpec, opts EnsureUserOptions) error {
 	d, err := i.Dialect(ctx)
 	if err != nil {
@@ -510,33 +811,101 @@ func (i *Instance) EnsureUser(ctx context.Context, spec UserSpec, opts EnsureUse
 	if err != nil {
 		return &OpError{Instance: i.Name, Op: "ensure user", Kind: ErrorOther, Err: err}
 	}
-	if !opts.SkipBinlog {
-		return i.exec(ctx, "ensure user "+spec.User, stmts...)
+	op := "ensure user " + spec.User
+	_, _, elevate := d.Elevate()
+	if !opts.SkipBinlog && !elevate {
+		return i.exec(ctx, op, stmts...)
 	}
-	ctx, cancel := i.bound(ctx)
-	defer cancel()
-	conn, err := i.db.Conn(ctx)
-	if err != nil {
-		return i.fail("ensure user", err, nil)
-	}
-	defer func() { _ = conn.Close() }()
-	run := func(s Stmt) error {
-		return i.execGuarded(ctx, conn, "ensure user "+spec.User, s)
-	}
-	if err := run(stmt("SET SESSION sql_log_bin = 0")); err != nil {
-		return err
-	}
-	var firstErr error
-	for _, s := range stmts {
-		if firstErr = run(s); firstErr != nil {
-			break
+	return i.withSession(ctx, op, d, sessionOptions{elevate: elevate, skipBinlog: opts.SkipBinlog}, func(s *pinnedSession) error {
+		for _, st := range stmts {
+			if err := s.exec(st); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+}
+
+// StripResult is what StripReadOnlyAdmin did.
+type StripResult struct {
+	// Accounts are the accounts of the user that were stripped.
+	Accounts []Account
+	// Killed are the user's other sessions, ended because they were opened
+	// before the REVOKE and may still carry the privilege.
+	Killed []ClientConnection
+}
+
+// StripReadOnlyAdmin takes the read_only bypass away from every account
+// named user (root: the image's entrypoint creates root@'%' and
+// root@localhost with ALL PRIVILEGES, which includes READ_ONLY ADMIN on
+// MariaDB) while leaving them able to fence: see
+// Dialect.StripReadOnlyBypass. Then it ends the user's other sessions,
+// because MariaDB computes a session's global privileges at login and a
+// session opened before the REVOKE keeps writing through read_only (seen
+// on 10.11.19); this includes idle connections of this Instance's own pool,
+// which the driver replaces. It is idempotent and a no-op on MySQL, where
+// super_read_only binds SUPER. With SkipBinlog the statements leave no
+// GTIDs behind, as EnsureUser's do.
+//
+// Run it after the EnsureUser calls on the same instance (the orchestration
+// account's statements create ReadOnlyAdminRole too; either order works, but
+// a server whose root was stripped accepts account statements only from a
+// session that enables the role, which this package does by itself).
+func (i *Instance) StripReadOnlyAdmin(ctx context.Context, user string, opts EnsureUserOptions) (StripResult, error) {
+	var res StripResult
+	d, err := i.Dialect(ctx)
+	if err != nil {
+		return res, err
 	}
-	// The session must not return to the pool with binary logging off; if
-	// it cannot be switched back on, the driver is told to discard it.
-	if err := run(stmt("SET SESSION sql_log_bin = 1")); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		return errors.Join(firstErr, err)
+	hostsQ, err := d.AccountHostsQuery(user)
+	if err != nil {
+		return res, &OpError{Instance: i.Name, Op: "strip read-only admin", Kind: ErrorOther, Err: err}
 	}
-	return firstErr
+	// Where the dialect has nothing to strip (MySQL), nothing is sent.
+	if probe, err := d.StripReadOnlyBypass([]Account{{User: user}}); err != nil || len(probe) == 0 {
+		if err != nil {
+			return res, &OpError{Instance: i.Name, Op: "strip read-only admin", Kind: ErrorOther, Err: err}
+		}
+		return res, nil
+	}
+	on, _, elevate := d.Elevate()
+	err = i.withSession(ctx, "strip read-only admin from "+user, d, sessionOptions{elevate: elevate, skipBinlog: opts.SkipBinlog}, func(s *pinnedSession) error {
+		rows, err := s.query(hostsQ)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			res.Accounts = append(res.Accounts, Account{User: user, Host: r["host"]})
+		}
+		stmts, err := d.StripReadOnlyBypass(res.Accounts)
+		if err != nil {
+			return &OpError{Instance: i.Name, Op: s.op, Kind: ErrorOther, Err: err}
+		}
+		for _, st := range stmts {
+			err := s.exec(st)
+			if err != nil && !(st.SQL == on.SQL && sqlErrorNumber(err) == erInvalidRole) {
+				return err
+			}
+		}
+		q := stmt("SELECT p.ID, p.USER, p.HOST, p.COMMAND, p.TIME FROM information_schema.PROCESSLIST p WHERE "+
+			clientSessionFilter+" AND p.USER = ? ORDER BY p.ID", user)
+		if rows, err = s.query(q); err != nil {
+			return err
+		}
+		conns, err := parseConnections(rows)
+		if err != nil {
+			return i.fail(s.op, err, nil)
+		}
+		for _, c := range conns {
+			err := s.exec(d.Kill(c.ID))
+			if err != nil && sqlErrorNumber(err) != erNoSuchThread {
+				return err
+			}
+			if err == nil {
+				res.Killed = append(res.Killed, c)
+			}
+		}
+		return nil
+	})
+	return res, err
 }

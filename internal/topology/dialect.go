@@ -94,6 +94,32 @@ type Dialect interface {
 	ClientConnectionsQuery(exclude []string) (Stmt, error)
 	// Kill ends one connection.
 	Kill(id uint64) Stmt
+	// WriteThroughSessionsQuery lists the client sessions (not this one,
+	// not system, event-scheduler or binlog dump threads) whose account may
+	// write through read_only, one row per session and reason, with the
+	// columns ID, USER, HOST, COMMAND, TIME, WHY and BLOCKING (1: the
+	// session can write now; 0: it would first have to enable a role with
+	// SET ROLE). Sessions are matched to accounts by user name only, because
+	// the process list does not say which host entry a session matched.
+	WriteThroughSessionsQuery() Stmt
+	// WriteThroughAccountsQuery lists the accounts whose sessions
+	// WriteThroughSessionsQuery reports, with the columns USER, HOST, WHY
+	// and BLOCKING (USER and HOST are "%" for "every account").
+	WriteThroughAccountsQuery() Stmt
+	// Elevate returns the statement that gives this session the right to
+	// change read_only and to write through it (MariaDB: SET ROLE of
+	// ReadOnlyAdminRole) and the one that takes it back; ok is false where
+	// no such step exists or is needed (MySQL).
+	Elevate() (on, off Stmt, ok bool)
+	// AccountHostsQuery lists, in a column "host", the host parts of the
+	// accounts (not roles) named user.
+	AccountHostsQuery(user string) (Stmt, error)
+	// StripReadOnlyBypass returns the statements that take the read_only
+	// bypass away from the accounts while leaving them able to fence (on
+	// MariaDB: READ_ONLY ADMIN moves into ReadOnlyAdminRole, which the
+	// accounts may enable per session). It returns nil where super_read_only
+	// already binds every account (MySQL).
+	StripReadOnlyBypass(accounts []Account) ([]Stmt, error)
 
 	// StopReplica, StartReplica, StopIOThread and StartIOThread control the
 	// replication threads; stopping only the IO thread lets the SQL thread
@@ -202,9 +228,71 @@ const (
 	RoleReplication UserRole = iota
 	// RoleOrchestration can do everything this package does: observe,
 	// fence, kill connections, re-point, wait, semi-sync, create the
-	// replication account. It gets no data privileges beyond that.
+	// replication account. It gets no data privileges beyond that. On
+	// MariaDB it does not hold READ_ONLY ADMIN: it is granted
+	// ReadOnlyAdminRole, which this package enables only on the one session
+	// that runs a statement needing it.
 	RoleOrchestration
+	// RoleAppWriter is an application account: DML and DDL on every schema
+	// except the system schemas (mysql, sys, performance_schema), no global
+	// privilege, so read_only (MariaDB) and super_read_only (MySQL) stop it.
+	RoleAppWriter
+	// RoleAppReader is a read-only application account: SELECT on every
+	// schema except mysql and sys.
+	RoleAppReader
 )
+
+// ReadOnlyAdminRole is the MariaDB role that carries READ_ONLY ADMIN, the
+// privilege that both writes through read_only and is needed to change
+// read_only at all (SET GLOBAL read_only answers error 1227 without it, in
+// either direction, on MariaDB 10.11). No account keeps the privilege
+// itself: accounts that fence are granted this role, never as a default
+// role, and this package enables it (SET ROLE) only on a pinned session for
+// the statements that need it, then disables it again. A session that has
+// not run SET ROLE is bound by read_only like any application session.
+const ReadOnlyAdminRole = "mysqlctl_read_only_admin"
+
+// Account is a user@host pair.
+type Account struct {
+	// User is the account name.
+	User string
+	// Host is the host part (default "%").
+	Host string
+}
+
+// String renders 'user'@'host' (unvalidated; for messages).
+func (a Account) String() string {
+	host := a.Host
+	if host == "" {
+		host = "%"
+	}
+	return a.User + "@" + host
+}
+
+// quoted renders 'user'@'host' after validating both parts, because
+// account names cannot be statement arguments.
+func (a Account) quoted() (string, error) {
+	host := a.Host
+	if host == "" {
+		host = "%"
+	}
+	if err := ValidateAccountName(a.User); err != nil {
+		return "", err
+	}
+	if !accountHostPattern.MatchString(host) {
+		return "", fmt.Errorf("invalid account host %q", host)
+	}
+	return "'" + a.User + "'@'" + host + "'", nil
+}
+
+// ValidateAccountName accepts the user names this package writes into
+// statements: 1-32 letters, digits, '_', '.', '-'.
+func ValidateAccountName(name string) error {
+	if !accountNamePattern.MatchString(name) {
+		return fmt.Errorf("invalid user name %q: 1-32 letters, digits, '_', '.', '-'", name)
+	}
+	return nil
+}
 
 // UserSpec describes one account.
 type UserSpec struct {
@@ -227,20 +315,14 @@ var (
 // account renders 'user'@'host' after validating both parts, because
 // account names cannot be statement arguments.
 func (u UserSpec) account() (string, error) {
-	host := u.Host
-	if host == "" {
-		host = "%"
-	}
-	if !accountNamePattern.MatchString(u.User) {
-		return "", fmt.Errorf("invalid user name %q: 1-32 letters, digits, '_', '.', '-'", u.User)
-	}
-	if !accountHostPattern.MatchString(host) {
-		return "", fmt.Errorf("invalid account host %q", host)
+	acct, err := Account{User: u.User, Host: u.Host}.quoted()
+	if err != nil {
+		return "", err
 	}
 	if u.Password == "" {
 		return "", errors.New("an account needs a password")
 	}
-	return "'" + u.User + "'@'" + host + "'", nil
+	return acct, nil
 }
 
 func (s SourceSpec) validate() error {
@@ -291,4 +373,50 @@ func clientConnectionsSQL(exclude []string) (Stmt, error) {
 		q += " AND USER NOT IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(exclude)), ", ") + ")"
 	}
 	return Stmt{SQL: q + " ORDER BY ID", Args: args}, nil
+}
+
+// clientSessionFilter is the part of a process-list query that keeps client
+// sessions: not this session, not system or event-scheduler threads, not
+// the binlog dump threads that serve replicas. Sessions being killed stay
+// in: until they are gone, what they were doing can still commit.
+const clientSessionFilter = "p.ID <> CONNECTION_ID()" +
+	" AND p.USER NOT IN ('system user', 'event_scheduler')" +
+	" AND p.COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon')"
+
+// appWriterPrivileges are the schema privileges of RoleAppWriter: data
+// and schema changes, routines, triggers and events, nothing global.
+const appWriterPrivileges = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, REFERENCES," +
+	" CREATE TEMPORARY TABLES, LOCK TABLES, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE," +
+	" EXECUTE, TRIGGER, EVENT"
+
+// appGrants grants an application account its schema privileges on every
+// schema through the wildcard `%`, then gives the system schemas entries of
+// their own. Database-level grants are not added up: the server uses the
+// most specific matching entry, so an exact entry for `mysql` (SHOW VIEW,
+// which reads nothing but view definitions) replaces the wildcard there.
+// Verified on MariaDB 10.11: the writer creates databases and tables but
+// gets error 1142/1044 on mysql.* and sys.*. performance_schema refuses
+// SHOW VIEW grants, so it gets SELECT (the wildcard would give SELECT too,
+// and its own rules refuse DDL; the exact entry takes UPDATE of the setup
+// tables and TRUNCATE away). On MySQL this relies on partial_revokes=OFF
+// (the default), under which `%` is a wildcard in database grants (MySQL
+// 8.2 deprecates that use).
+func appGrants(role UserRole, acct string) ([]Stmt, error) {
+	switch role {
+	case RoleAppWriter:
+		return []Stmt{
+			stmt("GRANT " + appWriterPrivileges + " ON `%`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `mysql`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `sys`.* TO " + acct),
+			stmt("GRANT SELECT ON `performance_schema`.* TO " + acct),
+		}, nil
+	case RoleAppReader:
+		return []Stmt{
+			stmt("GRANT SELECT ON `%`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `mysql`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `sys`.* TO " + acct),
+		}, nil
+	default:
+		return nil, fmt.Errorf("unknown role %d", role)
+	}
 }

@@ -96,9 +96,12 @@ func (d mariadbDialect) SemiSyncQueries() (Stmt, Stmt) {
 	return stmt("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%'"), stmt("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%'")
 }
 
-// Fence sets read_only. MariaDB has no super_read_only: from 10.11 read_only
-// stops every account without READ_ONLY ADMIN (which ALL PRIVILEGES still
-// carries), so a fence also kills client connections.
+// Fence sets read_only. MariaDB has no super_read_only: read_only stops
+// every session without READ_ONLY ADMIN (which ALL PRIVILEGES carries; SUPER
+// alone does not in 10.11), so a fence also kills client connections and
+// its verification looks for sessions that can still write (see
+// WriteThroughSessionsQuery). Setting read_only itself needs READ_ONLY
+// ADMIN, so Instance runs this on a session that enabled ReadOnlyAdminRole.
 // https://mariadb.com/kb/en/server-system-variables/#read_only
 func (d mariadbDialect) Fence() []Stmt { return []Stmt{stmt("SET GLOBAL read_only = ON")} }
 
@@ -112,6 +115,128 @@ func (d mariadbDialect) ClientConnectionsQuery(exclude []string) (Stmt, error) {
 
 func (d mariadbDialect) Kill(id uint64) Stmt {
 	return stmt("KILL CONNECTION " + strconv.FormatUint(id, 10))
+}
+
+// mariadbWriteThroughCTE finds the accounts that can write through
+// read_only, without performance_schema (often off) and without trusting a
+// single source:
+//
+//   - acct reads mysql.global_priv, which the server loads its privileges
+//     from (and which fails loudly, error 1142, for a session that may not
+//     read it, where information_schema would silently show less). The JSON
+//     access bitmask has READ_ONLY ADMIN at bit 33; an entry written before
+//     10.5.2 (no version_id, or an older one) that has SUPER (bit 15) gets
+//     READ_ONLY ADMIN when the server loads it, and so does root@localhost's
+//     {"access": 2^64-1} from mariadb-install-db.
+//   - information_schema.USER_PRIVILEGES adds what the server holds in
+//     memory (a table edited without FLUSH PRIVILEGES differs).
+//   - carrier is every role that carries the privilege, directly or through
+//     roles granted to it (mysql.roles_mapping rows with an empty Host).
+//   - an account whose default role is a carrier writes from the moment it
+//     logs in; if PUBLIC is a carrier (GRANT READ_ONLY ADMIN ON *.* TO
+//     PUBLIC, or a carrier role granted to PUBLIC, both accepted by 10.11)
+//     every account does.
+//   - an account that was granted a carrier role but not as its default
+//     must run SET ROLE first (BLOCKING 0): that is how this tool's own
+//     accounts hold ReadOnlyAdminRole, and no application does it by
+//     accident.
+const mariadbWriteThroughCTE = "WITH RECURSIVE acct AS (" +
+	"SELECT User AS name, Host AS host," +
+	" COALESCE(JSON_VALUE(Priv, '$.is_role'), '') IN ('1', 'true') AS is_role," +
+	" NULLIF(JSON_VALUE(Priv, '$.default_role'), '') AS default_role," +
+	" ((CAST(JSON_VALUE(Priv, '$.access') AS UNSIGNED) & 8589934592) <> 0" +
+	" OR ((CAST(JSON_VALUE(Priv, '$.access') AS UNSIGNED) & 32768) <> 0" +
+	" AND CAST(COALESCE(JSON_VALUE(Priv, '$.version_id'), '0') AS UNSIGNED) < 100502)) AS holds" +
+	" FROM mysql.global_priv)," +
+	" carrier (name) AS (" +
+	"SELECT name FROM acct WHERE is_role AND holds" +
+	" UNION SELECT m.User FROM mysql.roles_mapping m JOIN carrier c ON m.Role = c.name WHERE m.Host = '')," +
+	" bypass AS (" +
+	"SELECT name AS user, host, 'holds READ_ONLY ADMIN' AS why, 1 AS blocking, 0 AS everyone FROM acct WHERE NOT is_role AND holds" +
+	" UNION SELECT SUBSTRING(GRANTEE, 2, LOCATE('''@''', GRANTEE) - 2)," +
+	" SUBSTRING(GRANTEE, LOCATE('''@''', GRANTEE) + 3, CHAR_LENGTH(GRANTEE) - LOCATE('''@''', GRANTEE) - 3)," +
+	" 'holds READ_ONLY ADMIN', 1, 0 FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'READ_ONLY ADMIN'" +
+	" UNION SELECT name, host, CONCAT('default role ', default_role, ' carries READ_ONLY ADMIN'), 1, 0" +
+	" FROM acct WHERE NOT is_role AND default_role IN (SELECT name FROM carrier)" +
+	" UNION SELECT '%', '%', 'PUBLIC carries READ_ONLY ADMIN', 1, 1 FROM carrier WHERE name = 'PUBLIC'" +
+	" UNION SELECT m.User, m.Host, CONCAT('can SET ROLE ', m.Role, ', which carries READ_ONLY ADMIN'), 0, 0" +
+	" FROM mysql.roles_mapping m JOIN carrier c ON m.Role = c.name WHERE m.Host <> '')"
+
+// WriteThroughSessionsQuery joins the process list with the accounts
+// mariadbWriteThroughCTE finds, by user name.
+func (d mariadbDialect) WriteThroughSessionsQuery() Stmt {
+	return stmt(mariadbWriteThroughCTE +
+		" SELECT p.ID, p.USER, p.HOST, p.COMMAND, p.TIME," +
+		" CONCAT(b.why, ' (', b.user, '@', b.host, ')') AS WHY, b.blocking AS BLOCKING" +
+		" FROM information_schema.PROCESSLIST p JOIN bypass b ON b.everyone = 1 OR b.user = p.USER" +
+		" WHERE " + clientSessionFilter + " ORDER BY p.ID, b.blocking DESC")
+}
+
+func (d mariadbDialect) WriteThroughAccountsQuery() Stmt {
+	return stmt(mariadbWriteThroughCTE +
+		" SELECT user AS USER, host AS HOST, why AS WHY, blocking AS BLOCKING FROM bypass ORDER BY user, host, blocking DESC")
+}
+
+// Elevate enables ReadOnlyAdminRole for this session. An account that was
+// not granted the role gets error 1959, which Instance tolerates: such an
+// account either holds READ_ONLY ADMIN itself (a server before its root
+// account was stripped) or gets the server's own error from the statement
+// that needed it.
+func (d mariadbDialect) Elevate() (Stmt, Stmt, bool) {
+	return stmt("SET ROLE " + ReadOnlyAdminRole), stmt("SET ROLE NONE"), true
+}
+
+func (d mariadbDialect) AccountHostsQuery(user string) (Stmt, error) {
+	if err := ValidateAccountName(user); err != nil {
+		return Stmt{}, err
+	}
+	return stmt("SELECT Host AS host FROM mysql.global_priv WHERE User = ?"+
+		" AND COALESCE(JSON_VALUE(Priv, '$.is_role'), '') NOT IN ('1', 'true') ORDER BY Host", user), nil
+}
+
+// readOnlyAdminRoleStmts create ReadOnlyAdminRole and give it READ_ONLY
+// ADMIN (both idempotent). The account that creates the role gets it WITH
+// ADMIN OPTION, which is what lets it grant the role later: an account
+// without the admin option gets error 1698 from GRANT role, even with ALL
+// PRIVILEGES.
+func readOnlyAdminRoleStmts() []Stmt {
+	return []Stmt{
+		stmt("CREATE ROLE IF NOT EXISTS " + ReadOnlyAdminRole),
+		stmt("GRANT READ_ONLY ADMIN ON *.* TO " + ReadOnlyAdminRole),
+	}
+}
+
+// StripReadOnlyBypass moves READ_ONLY ADMIN from the accounts into
+// ReadOnlyAdminRole: the role is granted to each account (WITH ADMIN OPTION,
+// so that root can still grant it to the orchestration account), enabled on
+// this session, and only then is the privilege revoked from the accounts,
+// so that the session keeps the right to revoke even when it is one of
+// them. Every statement is idempotent: REVOKE of a privilege the account no
+// longer holds succeeds when the session holds it (through the role).
+// Sessions of the accounts opened before the REVOKE keep the privilege
+// until they end (MariaDB computes global privileges at login); the caller
+// kills them.
+func (d mariadbDialect) StripReadOnlyBypass(accounts []Account) ([]Stmt, error) {
+	if len(accounts) == 0 {
+		return nil, nil
+	}
+	quoted := make([]string, len(accounts))
+	for i, a := range accounts {
+		q, err := a.quoted()
+		if err != nil {
+			return nil, err
+		}
+		quoted[i] = q
+	}
+	out := readOnlyAdminRoleStmts()
+	for _, q := range quoted {
+		out = append(out, stmt("GRANT "+ReadOnlyAdminRole+" TO "+q+" WITH ADMIN OPTION"))
+	}
+	out = append(out, stmt("SET ROLE "+ReadOnlyAdminRole))
+	for _, q := range quoted {
+		out = append(out, stmt("REVOKE READ_ONLY ADMIN ON *.* FROM "+q))
+	}
+	return out, nil
 }
 
 func (d mariadbDialect) StopReplica() Stmt   { return stmt("STOP SLAVE") }
@@ -179,28 +304,56 @@ func (d mariadbDialect) DisableSemiSyncReplica() []Stmt {
 	return []Stmt{stmt("SET GLOBAL rpl_semi_sync_slave_enabled = OFF")}
 }
 
-// EnsureUser grants the orchestration account the fine-grained privileges of
-// MariaDB 10.5+ rather than ALL: READ_ONLY ADMIN lets it work on a fenced
-// server, CONNECTION ADMIN lets it kill client sessions, the replication
-// admin privileges cover CHANGE MASTER, gtid_slave_pos and semi-sync.
+// EnsureUser grants the orchestration account the fine-grained privileges
+// of MariaDB 10.5+ rather than ALL: CONNECTION ADMIN lets it kill client
+// sessions, the replication admin privileges cover CHANGE MASTER and
+// semi-sync, SELECT on mysql.global_priv and mysql.roles_mapping lets it
+// find sessions that write through a fence. READ_ONLY ADMIN, needed to set
+// read_only, to set gtid_slave_pos and to change accounts on a read-only
+// server, comes only through ReadOnlyAdminRole, never as a default role;
+// an account made by an earlier version that held the privilege itself
+// loses it here.
+//
+// The application roles get schema privileges only (see appGrants) and
+// explicitly neither SUPER nor READ_ONLY ADMIN nor a default role, so that
+// read_only binds them whatever was granted by hand before. Granting them
+// needs an account that holds those privileges WITH GRANT OPTION (root),
+// not the orchestration account.
 func (d mariadbDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 	acct, err := u.account()
 	if err != nil {
 		return nil, err
 	}
-	out := []Stmt{
+	user := []Stmt{
 		stmt("CREATE USER IF NOT EXISTS "+acct+" IDENTIFIED BY ?", u.Password),
 		stmt("ALTER USER "+acct+" IDENTIFIED BY ?", u.Password),
 	}
 	switch u.Role {
 	case RoleReplication:
-		out = append(out, stmt("GRANT REPLICATION SLAVE ON *.* TO "+acct))
+		return append(user, stmt("GRANT REPLICATION SLAVE ON *.* TO "+acct)), nil
 	case RoleOrchestration:
-		out = append(out, stmt("GRANT RELOAD, PROCESS, REPLICATION SLAVE, BINLOG MONITOR, BINLOG ADMIN,"+
-			" REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, CONNECTION ADMIN,"+
-			" READ_ONLY ADMIN, CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"))
+		out := append(readOnlyAdminRoleStmts(), user...)
+		return append(out,
+			stmt("GRANT RELOAD, PROCESS, REPLICATION SLAVE, BINLOG MONITOR, BINLOG ADMIN,"+
+				" REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, CONNECTION ADMIN,"+
+				" CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"),
+			stmt("GRANT SELECT ON mysql.global_priv TO "+acct),
+			stmt("GRANT SELECT ON mysql.roles_mapping TO "+acct),
+			stmt("GRANT "+ReadOnlyAdminRole+" TO "+acct),
+			stmt("REVOKE READ_ONLY ADMIN ON *.* FROM "+acct),
+			stmt("SET DEFAULT ROLE NONE FOR "+acct),
+		), nil
+	case RoleAppWriter, RoleAppReader:
+		grants, err := appGrants(u.Role, acct)
+		if err != nil {
+			return nil, err
+		}
+		out := append(user, grants...)
+		return append(out,
+			stmt("REVOKE SUPER, READ_ONLY ADMIN ON *.* FROM "+acct),
+			stmt("SET DEFAULT ROLE NONE FOR "+acct),
+		), nil
 	default:
 		return nil, fmt.Errorf("unknown role %d", u.Role)
 	}
-	return out, nil
 }

@@ -151,6 +151,62 @@ func (d mysqlDialect) Kill(id uint64) Stmt {
 	return stmt("KILL CONNECTION " + strconv.FormatUint(id, 10))
 }
 
+// mysqlBypassAccounts lists the accounts read_only does not bind on MySQL:
+// SUPER, and from 8.0 CONNECTION_ADMIN (directly or through a default
+// role). super_read_only=ON binds them too, which is why the MySQL fence
+// sets it and Instance reads this list only while super_read_only is off,
+// as evidence. Roles made active by activate_all_roles_on_login or
+// mandatory_roles are not followed. Written from the MySQL 5.7/8.0/8.4
+// Reference Manuals (mysql.user, mysql.global_grants, mysql.default_roles);
+// no MySQL server runs here.
+func (d mysqlDialect) mysqlBypassAccounts() string {
+	q := "SELECT User AS user, Host AS host, 'holds SUPER' AS why FROM mysql.user WHERE Super_priv = 'Y'"
+	if d.f.Line == MySQL57 {
+		return q
+	}
+	holders := "SELECT User AS u, Host AS h FROM mysql.user WHERE Super_priv = 'Y'" +
+		" UNION SELECT USER, HOST FROM mysql.global_grants WHERE PRIV = 'CONNECTION_ADMIN'"
+	return q +
+		" UNION SELECT USER, HOST, 'holds CONNECTION_ADMIN' FROM mysql.global_grants WHERE PRIV = 'CONNECTION_ADMIN'" +
+		" UNION SELECT d.USER, d.HOST, CONCAT('default role ', d.DEFAULT_ROLE_USER, ' carries SUPER or CONNECTION_ADMIN')" +
+		" FROM mysql.default_roles d JOIN (" + holders + ") r ON r.u = d.DEFAULT_ROLE_USER AND r.h = d.DEFAULT_ROLE_HOST"
+}
+
+func (d mysqlDialect) WriteThroughSessionsQuery() Stmt {
+	return stmt("SELECT p.ID, p.USER, p.HOST, p.COMMAND, p.TIME," +
+		" CONCAT(b.why, ' (', b.user, '@', b.host, ')') AS WHY, 1 AS BLOCKING" +
+		" FROM information_schema.PROCESSLIST p JOIN (" + d.mysqlBypassAccounts() + ") b ON b.user = p.USER" +
+		" WHERE " + clientSessionFilter + " ORDER BY p.ID")
+}
+
+func (d mysqlDialect) WriteThroughAccountsQuery() Stmt {
+	return stmt("SELECT b.user AS USER, b.host AS HOST, b.why AS WHY, 1 AS BLOCKING FROM (" +
+		d.mysqlBypassAccounts() + ") b ORDER BY b.user, b.host")
+}
+
+// Elevate is not needed on MySQL: setting super_read_only takes
+// SYSTEM_VARIABLES_ADMIN (or SUPER), and nothing writes through it.
+func (d mysqlDialect) Elevate() (Stmt, Stmt, bool) { return Stmt{}, Stmt{}, false }
+
+func (d mysqlDialect) AccountHostsQuery(user string) (Stmt, error) {
+	if err := ValidateAccountName(user); err != nil {
+		return Stmt{}, err
+	}
+	return stmt("SELECT Host AS host FROM mysql.user WHERE User = ? ORDER BY Host", user), nil
+}
+
+// StripReadOnlyBypass returns nothing on MySQL: SUPER and CONNECTION_ADMIN
+// bypass read_only but not super_read_only, which the MySQL fence sets (and
+// the generated my.cnf sets at start), so root keeps its privileges.
+func (d mysqlDialect) StripReadOnlyBypass(accounts []Account) ([]Stmt, error) {
+	for _, a := range accounts {
+		if _, err := a.quoted(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
 func (d mysqlDialect) StopReplica() Stmt   { return stmt("STOP " + d.w.replica) }
 func (d mysqlDialect) StartReplica() Stmt  { return stmt("START " + d.w.replica) }
 func (d mysqlDialect) StopIOThread() Stmt  { return stmt("STOP " + d.w.replica + " IO_THREAD") }
@@ -251,6 +307,14 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 		}
 		// INSTALL PLUGIN writes mysql.plugin (semi-sync plugins).
 		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct))
+	case RoleAppWriter, RoleAppReader:
+		// No global privilege is granted, so neither SUPER nor
+		// CONNECTION_ADMIN; super_read_only binds every account anyway.
+		grants, err := appGrants(u.Role, acct)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, grants...)
 	default:
 		return nil, fmt.Errorf("unknown role %d", u.Role)
 	}

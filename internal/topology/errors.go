@@ -45,6 +45,7 @@ const (
 	erPluginInstalled       = 1125 // ER_UDF_EXISTS / plugin already installed
 	erCannotUser            = 1396
 	erOptionPreventsStmt    = 1290 // --read-only / --super-read-only
+	erInvalidRole           = 1959 // MariaDB: SET ROLE of a role not granted (or missing)
 )
 
 // KindOf classifies an error from dialing, the driver or a statement.

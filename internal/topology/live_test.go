@@ -370,10 +370,20 @@ func TestLiveFence(t *testing.T) {
 	}
 
 	must(t, f.Fence(ctx))
+	// MariaDB's read_only does not stop accounts holding READ_ONLY ADMIN
+	// (ALL PRIVILEGES includes it, as the template's root has): a root
+	// session still writes, so the fence is read back but not verified
+	// until that session is gone.
+	fs.Exec(t, "INSERT INTO app.t (v) VALUES ('root still writes')")
 	state, err := f.VerifyFence(ctx)
 	must(t, err)
-	if !state.Verified || !state.ReadOnly || state.SuperReadOnly != nil {
+	if state.Verified || !state.ReadOnly || state.SuperReadOnly != nil || len(state.WriteThrough) == 0 {
 		t.Fatalf("fence state %+v", state)
+	}
+	for _, wt := range state.WriteThrough {
+		if wt.User != mariadbtest.RootUser || !strings.Contains(wt.Reason, "holds READ_ONLY ADMIN") {
+			t.Errorf("write-through session %+v", wt)
+		}
 	}
 	found := false
 	for _, cc := range state.ClientConnections {
@@ -403,10 +413,6 @@ func TestLiveFence(t *testing.T) {
 			t.Fatalf("application write after the fence: %v", err)
 		}
 	}
-	// MariaDB's read_only does not stop accounts holding READ_ONLY ADMIN
-	// (ALL PRIVILEGES includes it): that is why the fence kills sessions.
-	fs.Exec(t, "INSERT INTO app.t (v) VALUES ('root still writes')")
-
 	killed, err := f.KillClientConnections(ctx)
 	must(t, err)
 	var killedApp bool
@@ -419,9 +425,14 @@ func TestLiveFence(t *testing.T) {
 	if err := held.PingContext(ctx); err == nil {
 		t.Fatal("the killed application session still answers")
 	}
-	// Our own session survived, and so did the replica's binlog dump thread.
-	state, err = f.VerifyFence(ctx)
-	must(t, err)
+	// Our own session survived, and so did the replica's binlog dump thread;
+	// once root's sessions are gone (a killed session stays listed, as
+	// Killed, until its thread has ended) the fence is verified.
+	eventually(t, "the fence to verify after the kill", func() (bool, string) {
+		state, err = f.VerifyFence(ctx)
+		must(t, err)
+		return state.Verified && len(state.WriteThrough) == 0, strings.Join(state.Evidence, "; ")
+	})
 	for _, cc := range state.ClientConnections {
 		if cc.User == mariadbtest.AppUser {
 			t.Errorf("application session survived: %+v", cc)

@@ -40,8 +40,17 @@ func renderDialect(d Dialect) string {
 	q, err := d.ClientConnectionsQuery([]string{"monitor"})
 	lineErr("connections", []Stmt{q}, err)
 	line("kill", d.Kill(42))
+	line("write-through sessions", d.WriteThroughSessionsQuery())
+	line("write-through accounts", d.WriteThroughAccountsQuery())
+	if on, off, ok := d.Elevate(); ok {
+		line("elevate", on, off)
+	}
+	q, err = d.AccountHostsQuery("root")
+	lineErr("account hosts", []Stmt{q}, err)
+	stmts, err := d.StripReadOnlyBypass([]Account{{User: "root"}, {User: "root", Host: "localhost"}})
+	lineErr("strip root", stmts, err)
 	src := SourceSpec{Host: "mysql-0.mysql.db.svc", Port: 3306, User: "repl", Password: "s3cret"}
-	stmts, err := d.ChangeSource(src)
+	stmts, err = d.ChangeSource(src)
 	lineErr("change source", stmts, err)
 	src.SSL, src.RetryCount, src.ConnectRetry, src.ResumeFromBinlog = true, 5, 1500*time.Millisecond, true
 	stmts, err = d.ChangeSource(src)
@@ -62,5 +71,9 @@ func renderDialect(d Dialect) string {
 	lineErr("user repl", stmts, err)
 	stmts, err = d.EnsureUser(UserSpec{User: "mysqlctl", Host: "%.svc.cluster.local", Password: "o", Role: RoleOrchestration})
 	lineErr("user orch", stmts, err)
+	stmts, err = d.EnsureUser(UserSpec{User: "app", Password: "w", Role: RoleAppWriter})
+	lineErr("user app", stmts, err)
+	stmts, err = d.EnsureUser(UserSpec{User: "app_ro", Password: "r", Role: RoleAppReader})
+	lineErr("user app_ro", stmts, err)
 	return b.String()
 }

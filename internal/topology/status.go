@@ -252,6 +252,11 @@ type SemiSyncState struct {
 	WaitForReplicas int64
 	// WaitPoint is AFTER_SYNC or AFTER_COMMIT.
 	WaitPoint string
+	// WaitNoReplica is rpl_semi_sync_master_wait_no_slave (MySQL:
+	// rpl_semi_sync_source_wait_no_replica): when OFF, a source whose
+	// semi-sync replicas all disconnect falls back to asynchronous at once
+	// instead of waiting for the timeout.
+	WaitNoReplica bool
 	// NoTx and YesTx count commits not acknowledged / acknowledged.
 	NoTx, YesTx int64
 }
@@ -287,6 +292,7 @@ func ParseSemiSync(variables, status map[string]string) (SemiSyncState, error) {
 	s.SourceActive = onOff(st, "rpl_semi_sync_master_status")
 	s.ReplicaActive = onOff(st, "rpl_semi_sync_slave_status")
 	s.WaitPoint = strings.ToUpper(v["rpl_semi_sync_master_wait_point"])
+	s.WaitNoReplica = onOff(v, "rpl_semi_sync_master_wait_no_slave") || onOff(v, "rpl_semi_sync_master_wait_no_replica")
 	var err error
 	for _, f := range []struct {
 		m   map[string]string

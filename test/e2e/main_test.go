@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
@@ -147,10 +148,30 @@ func deleteCluster(t *testing.T, name string) {
 func noPasswords(t *testing.T, s *corev1.Secret, texts ...string) {
 	t.Helper()
 	for k, v := range s.Data {
+		if !strings.Contains(k, "password") {
+			continue // account names are not secret
+		}
 		for _, txt := range texts {
 			if len(v) > 0 && strings.Contains(txt, string(v)) {
 				t.Errorf("the %s value leaked into output", k)
 			}
+		}
+	}
+}
+
+// elevated runs statements as root on one session with mysqlctl's READ ONLY ADMIN role
+// enabled: no account holds that privilege by default, so read_only binds root too. Tests use it
+// to do on purpose what read_only now prevents (an errant write on a replica).
+func elevated(t *testing.T, ctx context.Context, d *sql.DB, stmts ...string) {
+	t.Helper()
+	conn, err := d.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	for _, q := range append(append([]string{"SET ROLE " + topology.ReadOnlyAdminRole}, stmts...), "SET ROLE NONE") {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
 }

@@ -40,17 +40,15 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 
-	// An errant write on the replica-to-be (root bypasses read_only on MariaDB).
+	// An errant write on the replica-to-be, made on purpose through the READ ONLY ADMIN role.
 	root := string(secret(t, ctx, "errant").Data[orchestrate.SecretRootPassword])
 	addr, err := r.PodAddr(ctx, "default", "errant-1", 3306)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db(t, addr, root).ExecContext(ctx, "CREATE DATABASE rogue"); err != nil {
-		t.Fatal(err)
-	}
+	elevated(t, ctx, db(t, addr, root), "CREATE DATABASE rogue")
 	res := mysqlctl(t, "reconcile", "errant", "--timeout", "3m")
-	if res.code != 0 {
+	if res.code != 4 || !strings.Contains(res.stdout, "is Degraded") {
 		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
 	}
 	c := getCluster(t, ctx, "errant")
@@ -115,7 +113,7 @@ func TestReplacedVolumeQuarantined(t *testing.T) {
 		return nil
 	})
 	res := mysqlctl(t, "reconcile", "vol", "--timeout", "3m")
-	if res.code != 0 {
+	if res.code != 4 || !strings.Contains(res.stdout, "is Degraded") {
 		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
 	}
 	c := getCluster(t, ctx, "vol")

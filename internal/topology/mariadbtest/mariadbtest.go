@@ -578,8 +578,15 @@ func buildTemplate() (string, error) {
 	dataDir := filepath.Join(dir, "data")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// Its own tmpdir: the bootstrap server's temporary tables otherwise live
+	// in the shared /tmp, where another process's cleanup can remove them
+	// mid-install (seen as "Unknown table 'mysql.tmp_user_sys'").
+	installTmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(installTmp, 0o700); err != nil {
+		return dir, err
+	}
 	install := exec.CommandContext(ctx, "mariadb-install-db",
-		"--no-defaults", "--user=root", "--datadir="+dataDir,
+		"--no-defaults", "--user=root", "--datadir="+dataDir, "--tmpdir="+installTmp,
 		"--auth-root-authentication-method=normal", "--skip-test-db",
 		"--innodb-log-file-size=4M", "--innodb-buffer-pool-size=16M")
 	if out, err := install.CombinedOutput(); err != nil {

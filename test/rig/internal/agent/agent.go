@@ -75,6 +75,7 @@ type Agent struct {
 	pvLister      corelisters.PersistentVolumeLister
 	serviceLister corelisters.ServiceLister
 	dirty         chan struct{} // endpoints and hosts files need a refresh
+	hostsMu       sync.Mutex    // one writer of the pods' hosts files at a time (hosts.go)
 }
 
 // New prepares an agent: it claims a loopback subnet, writes the emulated image and makes sure the

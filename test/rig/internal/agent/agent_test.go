@@ -129,34 +129,6 @@ func TestSyncFiles(t *testing.T) {
 	}
 }
 
-func TestHostsContent(t *testing.T) {
-	pod := func(name, ip string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "db"},
-			Spec:       corev1.PodSpec{Hostname: name, Subdomain: "demo"},
-			Status:     corev1.PodStatus{PodIP: ip},
-		}
-	}
-	pods := []*corev1.Pod{pod("demo-0", "127.0.1.2"), pod("demo-1", "127.0.1.3")}
-	views := []serviceView{{
-		svc:      &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "demo-primary", Namespace: "db"}},
-		readyIPs: []string{"127.0.1.2"},
-	}}
-	got := string(hostsContent("db", "demo-1", "127.0.1.3", views, pods))
-	for _, want := range []string{
-		"127.0.1.3\tdemo-1.demo.db.svc.cluster.local demo-1\n",
-		"127.0.1.2\tdemo-0.demo.db.svc.cluster.local demo-0.demo.db.svc demo-0.demo.db demo-0.demo\n",
-		"127.0.1.2\tdemo-primary.db.svc.cluster.local demo-primary.db.svc demo-primary.db demo-primary\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("hosts file lacks %q:\n%s", want, got)
-		}
-	}
-	if got := string(hostsContent("other", "x", "127.0.1.9", views, pods)); strings.Contains(got, " demo-primary\n") {
-		t.Errorf("a pod in another namespace must not get the short Service name:\n%s", got)
-	}
-}
-
 // worker builds a podWorker with the given containers, without an API server.
 func worker(cs ...*ctr) *podWorker {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways}}

@@ -10,7 +10,9 @@
 //     available) and a directory for its volumes (pod.go, ipam.go).
 //   - Containers: every container process starts in a private mount and UTS namespace in which the
 //     pod's volumes are bind-mounted at their mount paths, the hostname is the pod's hostname and
-//     /etc/hosts maps the cluster's DNS names to pod addresses (runtime.go, volumes.go, hosts.go).
+//     /etc/hosts maps the cluster's DNS names to pod addresses, kept current in place as pods come,
+//     go and change address, while /etc/resolv.conf keeps every other lookup off the host's
+//     resolver (runtime.go, volumes.go, hosts.go).
 //     For the official mariadb image the agent supplies the image's files — docker-entrypoint.sh,
 //     healthcheck.sh and /etc/mysql — and runs the host's mariadbd; the only setting it changes is
 //     bind-address, which becomes the pod's address (image.go). Containers of other images run their

@@ -75,6 +75,7 @@ type podWorker struct {
 	mu         sync.Mutex
 	pod        *corev1.Pod
 	ip         string
+	addressed  bool // the sandbox holds ip: the pod's DNS names resolve to it (hosts.go)
 	cgroup     string
 	lost       bool
 	containers []*ctr // init containers first, in spec order
@@ -168,6 +169,8 @@ func (w *podWorker) hostname() string {
 }
 
 func (w *podWorker) hostsPath() string { return filepath.Join(w.dir, "hosts") }
+
+func (w *podWorker) resolvConfPath() string { return filepath.Join(w.dir, "resolv.conf") }
 
 func (w *podWorker) procsLocked() []*process {
 	var procs []*process
@@ -306,7 +309,7 @@ func (w *podWorker) startContainers(ctx context.Context) time.Duration {
 	return next
 }
 
-// setupSandbox gives the pod its address, cgroup, directories and hosts file.
+// setupSandbox gives the pod its address, cgroup, directories, hosts and resolv.conf files.
 func (w *podWorker) setupSandbox() error {
 	ip, err := w.a.sub.allocate()
 	if err != nil {
@@ -320,9 +323,13 @@ func (w *podWorker) setupSandbox() error {
 	}
 	cg := w.a.net.podCgroup(string(w.uid))
 	w.mu.Lock()
-	w.ip, w.cgroup = ip, cg
+	w.ip, w.cgroup, w.addressed = ip, cg, true
 	w.mu.Unlock()
-	if err := w.a.writeHosts(w); err != nil {
+	if err := w.a.writeDNSFiles(w); err != nil {
+		w.mu.Lock()
+		w.addressed = false
+		w.mu.Unlock()
+		w.a.sub.release(ip)
 		return err
 	}
 	now := secs(time.Now())
@@ -338,7 +345,11 @@ func (w *podWorker) setupSandbox() error {
 func (w *podWorker) teardownSandbox(removeDir bool) {
 	w.mu.Lock()
 	ip, cg := w.ip, w.cgroup
+	// The address goes back to the pool: the pod's names stop resolving to it first, in every
+	// other pod's hosts file, so that no name ever leads to the next pod given this address.
+	w.addressed = false
 	w.mu.Unlock()
+	w.a.writeAllHosts()
 	if err := w.a.net.restorePod(w.key); err != nil {
 		w.a.logf("pod %s: remove network cut: %v", w.key, err)
 	}

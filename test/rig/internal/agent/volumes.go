@@ -221,9 +221,9 @@ func syncFiles(dir string, files volumeFiles) error {
 }
 
 // containerMounts lists the bind mounts of a container: the image's own directories (for the
-// emulated mariadb image), the pod's /etc/hosts, then the container's volumeMounts. Mount points
-// that do not exist are created: inside another mount when one covers them, else on the host (and
-// removed again when the rig stops).
+// emulated mariadb image), the pod's /etc/hosts and /etc/resolv.conf (hosts.go), then the
+// container's volumeMounts. Mount points that do not exist are created: inside another mount when
+// one covers them, else on the host (and removed again when the rig stops).
 func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map[string]string, vars map[string]string, layer string) ([]mount, error) {
 	var mounts []mount
 	mounted := map[string]bool{}
@@ -250,7 +250,10 @@ func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map
 			mounts = append(mounts, mount{src: src, dst: d.dst})
 		}
 	}
-	mounts = append(mounts, mount{src: w.hostsPath(), dst: "/etc/hosts", readOnly: true})
+	mounts = append(mounts,
+		mount{src: w.hostsPath(), dst: "/etc/hosts", readOnly: true},
+		mount{src: w.resolvConfPath(), dst: "/etc/resolv.conf", readOnly: true},
+	)
 	for _, vm := range c.VolumeMounts {
 		src, ok := vols[vm.Name]
 		if !ok {

@@ -1,0 +1,226 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// postPromotionBound is how long Repointing and Verifying wait for a replica that does not
+// answer or does not catch up: past it the replica is left for later repair (named in the
+// result and the history) and the operation finishes; it never spins.
+const postPromotionBound = 30 * time.Second
+
+// refenceTimeout bounds the whole look at an old primary before every stage: connecting,
+// reading read_only, and, when it is writable again, the fence itself.
+const refenceTimeout = time.Second
+
+// refenceFenceTimeout bounds the fence statements on an old primary found writable.
+const refenceFenceTimeout = 10 * time.Second
+
+// refence makes sure an old primary that answers is read-only. It uses a fresh connection with
+// its own short timeout and reads nothing but the read_only flags before fencing: a primary
+// whose commits hang waiting for semi-sync acknowledgements blocks a full observation (SHOW
+// BINARY LOGS waits behind them), but neither the flags nor the fence (sessions are killed
+// first) do. It reports whether it had to fence; an old primary that does not answer is left
+// to the fence already in place.
+func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) (bool, error) {
+	if pod == nil || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, refenceTimeout)
+	defer cancel()
+	in, err := r.connect(cctx, pod, topology.Credentials{User: "root", Password: creds.root})
+	if err != nil {
+		return false, nil //nolint:nilerr // it does not answer: the recorded fence holds
+	}
+	defer func() { _ = in.Close() }()
+	writable, err := in.Writable(cctx)
+	if err != nil || !writable {
+		return false, nil //nolint:nilerr // it does not answer, or it is read-only already
+	}
+	fctx, fcancel := context.WithTimeout(ctx, refenceFenceTimeout)
+	defer fcancel()
+	killed, err := fence(fctx, in)
+	if err != nil {
+		// Retried at the next stage run: a fence that blocks (commits hung behind it) must
+		// not end the command while the old primary may take writes.
+		return true, notYet("the old primary %s answers and is writable again; fencing it failed, retrying: %v", pod.Name, err)
+	}
+	fs, err := in.VerifyFence(fctx, ReplicationUser)
+	if err != nil {
+		return true, err
+	}
+	if !fs.Verified {
+		return true, notYet("the old primary %s answers and is writable again; its fence is not verified yet", pod.Name)
+	}
+	r.event(ctx, c, true, "OldPrimaryRefenced", fmt.Sprintf("%s answered writable again and was fenced over SQL (%d session(s) killed)", pod.Name, killed))
+	return true, nil
+}
+
+// stagesAfterFence are the stages at which the old primary must stay fenced.
+var (
+	swAfterFence = []string{StageWaitingForCandidate, StagePromoting, StageMovingPrimary, StageRepointing, StageVerifying}
+	foAfterFence = []string{StageElecting, StageWaitingForRelayLog, StagePromoting, StageMovingPrimary, StageRepointing, StageVerifying}
+	// foBeforePromotion are the stages at which a receiver fence must still hold.
+	foBeforePromotion = []string{StageElecting, StageWaitingForRelayLog, StagePromoting}
+)
+
+// swGuard keeps a switchover's old primary fenced at every stage after Fencing.
+func (r *Runner) swGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	if !slices.Contains(swAfterFence, x.op.Stage) {
+		return "", nil, nil
+	}
+	_, err := r.refence(ctx, x.c, x.byName[x.old].pod, x.creds)
+	return "", nil, err
+}
+
+// foGuard keeps a failover's old primary fenced at every stage after Fencing, and stops the
+// failover before promotion once a receiver fence has passed its deadline.
+func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	if !slices.Contains(foAfterFence, x.op.Stage) {
+		return "", nil, nil
+	}
+	if _, err := r.refence(ctx, x.c, x.v.pods[x.old], x.creds); err != nil {
+		return "", nil, err
+	}
+	d := x.ev.FenceDeadline
+	if d == nil || x.ev.PromotedAt != nil || !slices.Contains(foBeforePromotion, x.op.Stage) || x.now.Before(d.Time) {
+		return "", nil, nil
+	}
+	if x.op.Stage == StagePromoting {
+		// Promoting may have acted before a crash kept it from recording so: roll back only
+		// a candidate observed still read-only and still a replica; otherwise go forward.
+		s, err := x.ss.observe(x.ev.Candidate)
+		if err != nil {
+			return "", nil, err
+		}
+		if !s.ReadOnly || s.Replica == nil {
+			return "", nil, nil
+		}
+	}
+	reason := fmt.Sprintf("the receiver fence on %s passed its deadline %s (its semi-sync timeout, counted from before the failover began, minus a margin): it may commit without acknowledgements now, so nothing is promoted", x.old, d.UTC().Format(time.RFC3339))
+	return StageRollingBack, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.RollbackReason, e.RollbackResult = reason, "Failed"
+	}, nil
+}
+
+// receiverFenceDeadline is when a receiver fence on the old primary stops holding, or nil with
+// the reason when no deadline can be proven. A commit on the old primary waits for an
+// acknowledgement for at most its semi-sync timeout, then returns asynchronously; the earliest
+// such a commit can have begun waiting is the last time the primary was observed healthy
+// (status.instances[].lastSeen): from then on nobody knows when its replicas lost it. So the
+// fence holds until lastSeen plus the observed timeout, minus a margin for clock rate and skew
+// between the servers and this process. A primary never observed has no provable deadline.
+func receiverFenceDeadline(c *v1.MysqlCluster, old string) (*metav1.Time, string) {
+	var seen *metav1.Time
+	timeout := time.Duration(0)
+	for _, i := range c.Status.Instances {
+		if i.Name == old {
+			seen, timeout = i.LastSeen, time.Duration(i.SemiSyncTimeoutSeconds)*time.Second
+		}
+	}
+	if seen == nil {
+		return nil, old + " has no recorded observation (status.instances[].lastSeen), so when it may have begun committing without acknowledgements cannot be bounded"
+	}
+	if timeout == 0 {
+		// Recorded by an older mysqlctl: the spec's timeout (its default is 24h).
+		timeout = 24 * time.Hour
+		if c.Spec.SemiSync.Timeout != nil {
+			timeout = c.Spec.SemiSync.Timeout.Duration
+		}
+	}
+	margin := max(timeout/10, 5*time.Minute)
+	t := metav1.NewTime(seen.Add(timeout - margin))
+	return &t, fmt.Sprintf("%s was last observed healthy at %s and waits at most %s for an acknowledgement (margin %s)", old, seen.UTC().Format(time.RFC3339), timeout, margin)
+}
+
+// recheckPrimary checks, before an operation is called done, that the new primary is what it
+// must be: writable and selected by the primary Service. A new primary that restarted (it comes
+// back read-only) sends the operation back to Promoting; a lost label back to MovingPrimary.
+func recheckPrimary(name string, pod *corev1.Pod, s topology.Snapshot) (string, func(*v1.MysqlClusterStatus)) {
+	back := ""
+	why := ""
+	switch {
+	case s.ReadOnly || s.SuperReadOnly != nil && *s.SuperReadOnly:
+		back, why = StagePromoting, name+" is read-only (it restarted?): promoting it again"
+	case pod == nil || pod.Labels[LabelRole] != string(v1.RolePrimary):
+		back, why = StageMovingPrimary, name+" is not labelled primary: moving the primary Service to it again"
+	}
+	if back == "" {
+		return "", nil
+	}
+	return back, func(s *v1.MysqlClusterStatus) { s.Operation.Message = why }
+}
+
+// ancestor judges whether a replica's history is an ancestor of the primary's (see
+// divergence). Under writes, a replica observed after the primary can hold transactions the
+// primary committed after it was observed; before calling such a replica errant, the primary is
+// observed again, after the replica, and judged against that.
+func (ss *sessions) ancestor(primary string, ps, rs topology.Snapshot) (v1.ErrantInstance, bool, error) {
+	e, ok := divergence(ps, rs)
+	if ok {
+		return e, true, nil
+	}
+	fresh, err := ss.observe(primary)
+	if err != nil {
+		return e, false, err
+	}
+	e, ok = divergence(fresh, rs)
+	return e, ok, nil
+}
+
+// pendingReplicas lists the members other than the primary (and quarantined ones) not yet
+// proven to replicate from the primary at ip and to have applied what ps holds, with the
+// reason; a member that does not answer is listed too.
+func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, primary, ip string, ps topology.Snapshot) ([]string, error) {
+	var pending []string
+	for _, m := range members {
+		name := m.pod.Name
+		if name == primary || quarantined(c, name) {
+			continue
+		}
+		s, err := ss.observe(name)
+		if err != nil {
+			pending = append(pending, name+": "+err.Error())
+			continue
+		}
+		why, err := ss.caughtUp(name, s, primary, ip, ps)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			pending = append(pending, why)
+		}
+	}
+	return pending, nil
+}
+
+// newPrimaryLost ends an operation whose new primary stopped answering after it was promoted
+// and made the current primary, once the stage is past its bound: nothing can be verified, the
+// operation cannot be rolled back, and waiting would block the failover the cluster now needs.
+// Before the bound it returns err, so the stage is retried.
+func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
+	if !x.overdue || x.c.Status.CurrentPrimary != x.ev.Candidate {
+		return "", nil, err
+	}
+	msg := fmt.Sprintf("the new primary %s stopped answering after its promotion (%v); run 'failover %s'", x.ev.Candidate, err, x.c.Name)
+	r.event(ctx, x.c, true, "NewPrimaryLost", msg)
+	now := x.now
+	t := metav1.NewTime(now)
+	return "", func(s *v1.MysqlClusterStatus) {
+		finish(s, now, "Failed", msg, -1)
+		s.Phase = v1.PhaseDegraded
+		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "NewPrimaryLost", Message: msg})
+	}, nil
+}
