@@ -252,7 +252,7 @@ type OperationStatus struct {
 	// +optional
 	Epoch int32 `json:"epoch,omitempty"`
 	// StartedAt is when the operation began.
-	StartedAt metav1.Time `json:"startedAt"`
+	StartedAt metav1.MicroTime `json:"startedAt"`
 	// UpdatedAt is when the stage last changed.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
@@ -346,6 +346,10 @@ type OperationRecord struct {
 	StartedAt metav1.Time `json:"startedAt"`
 	// FinishedAt is when it ended.
 	FinishedAt metav1.Time `json:"finishedAt"`
+	// DurationMilliseconds is how long the operation took, in milliseconds (the timestamps
+	// above keep whole seconds only).
+	// +optional
+	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
 	// Message explains the result.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -158,14 +158,7 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 	if r.Wait != nil {
 		return r.Wait(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepCtx(ctx, d)
 }
 
 // credentials are the passwords bootstrap needs, read from the Secret.
@@ -356,7 +349,7 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
 	now := metav1.NewTime(r.now())
 	id := fmt.Sprintf("%s-%d", typ, now.Unix())
-	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: now, UpdatedAt: &now}
+	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: metav1.NewMicroTime(now.Time), UpdatedAt: &now}
 	return r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
 		if typ == OperationConverge {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})
@@ -513,6 +506,12 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 		_ = in.Close()
 		if !s.Complete() || !replicatesFrom(s, primaryIP) {
 			return false, nil
+		}
+		// Labels follow the observed role: a replica that replicates is in the replica Service.
+		if p.Labels[LabelRole] != string(v1.RoleReplica) {
+			if err := r.labelRole(ctx, c, p.Name, v1.RoleReplica); err != nil {
+				return false, err
+			}
 		}
 	}
 	return true, nil

@@ -279,7 +279,10 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		if op.Type == OperationConverge {
 			msg = "replicas re-joined: " + msg
 		}
-		s.History = append([]v1.OperationRecord{{ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg}}, s.History...)
+		s.History = append([]v1.OperationRecord{{
+			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: metav1.NewTime(op.StartedAt.Time), FinishedAt: now, Message: msg,
+			DurationMilliseconds: now.Sub(op.StartedAt.Time).Milliseconds(),
+		}}, s.History...)
 		if len(s.History) > 20 {
 			s.History = s.History[:20]
 		}

@@ -366,6 +366,15 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return "", nil, err
 	}
+	// Labels follow the observed role: every replica proven to replicate from the new
+	// primary (a re-pointed old primary included) is in the replica Service.
+	for name, rs := range snaps {
+		if p := v.pods[name]; name != ev.Candidate && p != nil && replicatesFrom(rs, newIP) && p.Labels[LabelRole] != string(v1.RoleReplica) {
+			if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
+				return "", nil, err
+			}
+		}
+	}
 	r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
 	t := metav1.NewTime(now)
 	return "", func(s *v1.MysqlClusterStatus) {

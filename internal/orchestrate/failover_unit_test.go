@@ -3,10 +3,12 @@ package orchestrate
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
 )
@@ -98,5 +100,59 @@ func TestKnownHistory(t *testing.T) {
 	}
 	if h.MariaDB.String() != "0-7-5" {
 		t.Errorf("provenance %s: a quarantined instance's bootstrap set must not count", h.MariaDB)
+	}
+}
+
+// TestFencesByReceiversFromServerState: the receiver fence counts only when the server itself
+// says it waits for acknowledgements (enabled and active, AFTER_SYNC, waiting with no replica
+// connected, a timeout of at least an hour), never from the spec.
+func TestFencesByReceiversFromServerState(t *testing.T) {
+	good := topology.SemiSyncState{Available: true, SourceEnabled: true, SourceActive: true, WaitPoint: "AFTER_SYNC", WaitNoReplica: true, TimeoutMillis: (2 * time.Hour).Milliseconds()}
+	tests := []struct {
+		name string
+		edit func(*topology.SemiSyncState)
+		want bool
+	}{
+		{"waits", func(*topology.SemiSyncState) {}, true},
+		{"source side off", func(s *topology.SemiSyncState) { s.SourceEnabled = false }, false},
+		{"fell back to asynchronous", func(s *topology.SemiSyncState) { s.SourceActive = false }, false},
+		{"AFTER_COMMIT", func(s *topology.SemiSyncState) { s.WaitPoint = "AFTER_COMMIT" }, false},
+		{"does not wait with no replica", func(s *topology.SemiSyncState) { s.WaitNoReplica = false }, false},
+		{"short timeout", func(s *topology.SemiSyncState) { s.TimeoutMillis = 10000 }, false},
+	}
+	for _, tt := range tests {
+		s := good
+		tt.edit(&s)
+		if got := fencesByReceivers(topology.Snapshot{SemiSync: s}); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestReceiverFenceDeadline: the deadline counts from the last observation of the old primary
+// (its isolation may have begun right after it), with its observed timeout minus a margin; a
+// primary never observed has none, and one observed too long ago blocks the fence.
+func TestReceiverFenceDeadline(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	seen := metav1.NewTime(now.Add(-10 * time.Minute))
+	c := &v1.MysqlCluster{}
+	on := true
+	c.Spec.SemiSync.Enabled = &on
+	c.Status.Instances = []v1.InstanceStatus{{Name: "db-0", LastSeen: &seen, SemiSyncTimeoutSeconds: 3600, SemiSyncSource: true}}
+	d, why := receiverFenceDeadline(c, "db-0")
+	if d == nil || !d.Equal(&metav1.Time{Time: seen.Add(time.Hour - 6*time.Minute)}) {
+		t.Fatalf("deadline %v (%s), want lastSeen + 1h - 6m", d, why)
+	}
+	if d, why := receiverFenceDeadline(c, "db-1"); d != nil || !strings.Contains(why, "no recorded observation") {
+		t.Errorf("never observed: %v %q", d, why)
+	}
+	members := []failover.Member{{Name: "db-1", Snapshot: topology.Snapshot{Replica: &topology.ReplicaStatus{}}}}
+	if blocked, _ := receiverFenceBlockers(c, "db-0", members, nil, now); len(blocked) != 0 {
+		t.Errorf("observed 10 minutes ago: blocked %v", blocked)
+	}
+	old := metav1.NewTime(now.Add(-2 * time.Hour))
+	c.Status.Instances[0].LastSeen = &old
+	if blocked, _ := receiverFenceBlockers(c, "db-0", members, nil, now); len(blocked) != 1 || !strings.Contains(blocked[0], "has passed") {
+		t.Errorf("observed 2 hours ago with a 1h timeout: blocked %v", blocked)
 	}
 }

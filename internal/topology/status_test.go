@@ -131,7 +131,7 @@ func TestParseSemiSyncRecorded(t *testing.T) {
 	}
 	want := SemiSyncState{
 		Available: true, SourceEnabled: true, SourceActive: true, SourceClients: 2, WaitSessions: 3,
-		TimeoutMillis: 10000, WaitForReplicas: 1, WaitPoint: "AFTER_SYNC", NoTx: 1, YesTx: 1203,
+		TimeoutMillis: 10000, WaitForReplicas: 1, WaitPoint: "AFTER_SYNC", WaitNoReplica: true, NoTx: 1, YesTx: 1203,
 	}
 	if s != want {
 		t.Errorf("MySQL 8.4 source:\n got %+v\nwant %+v", s, want)

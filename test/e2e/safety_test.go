@@ -100,7 +100,7 @@ func TestReceiverFencePastDeadlineRollsBack(t *testing.T) {
 func TestFrozenReplicaDuringRepointing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	appCluster(t, ctx, "fr", 3)
+	root := appCluster(t, ctx, "fr", 3)
 	defer deleteCluster(t, "fr")
 	r.Lose(t, "default", "fr-0")
 	defer forceDelete(t, context.Background(), "fr-0")
@@ -116,6 +116,10 @@ func TestFrozenReplicaDuringRepointing(t *testing.T) {
 	c := getCluster(t, ctx, "fr")
 	if h := c.Status.History[0]; h.Result != "Succeeded" || !strings.Contains(h.Message, other) || c.Status.CurrentPrimary != cand {
 		t.Errorf("primary %s, history %+v: want success naming %s", c.Status.CurrentPrimary, h, other)
+	}
+	// Resumed at Repointing, it ends with a writable primary.
+	if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, cand), root)) {
+		t.Errorf("the new primary %s is not writable", cand)
 	}
 }
 
