@@ -252,7 +252,11 @@ type OperationStatus struct {
 	// +optional
 	Epoch int32 `json:"epoch,omitempty"`
 	// StartedAt is when the operation began.
-	StartedAt metav1.MicroTime `json:"startedAt"`
+	StartedAt metav1.Time `json:"startedAt"`
+	// StartedAtMicro is StartedAt with sub-second precision (startedAt keeps whole seconds),
+	// from which durations are measured.
+	// +optional
+	StartedAtMicro *metav1.MicroTime `json:"startedAtMicro,omitempty"`
 	// UpdatedAt is when the stage last changed.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`

@@ -344,6 +344,10 @@ func (in *OperationRecord) DeepCopy() *OperationRecord {
 func (in *OperationStatus) DeepCopyInto(out *OperationStatus) {
 	*out = *in
 	in.StartedAt.DeepCopyInto(&out.StartedAt)
+	if in.StartedAtMicro != nil {
+		in, out := &in.StartedAtMicro, &out.StartedAtMicro
+		*out = (*in).DeepCopy()
+	}
 	if in.UpdatedAt != nil {
 		in, out := &in.UpdatedAt, &out.UpdatedAt
 		*out = (*in).DeepCopy()

@@ -76,7 +76,7 @@ func TestApplyGuardExitCodes(t *testing.T) {
 
 	setStatus(func(s *v1.MysqlClusterStatus) {
 		s.Phase, s.CurrentPrimary = v1.PhaseSwitchingOver, "guarded-0"
-		s.Operation = &v1.OperationStatus{ID: "switchover-9", Type: orchestrate.OperationSwitchover, Stage: orchestrate.StageFencing, Holder: "mysqlctl@gone/7", StartedAt: metav1.NowMicro()}
+		s.Operation = &v1.OperationStatus{ID: "switchover-9", Type: orchestrate.OperationSwitchover, Stage: orchestrate.StageFencing, Holder: "mysqlctl@gone/7", StartedAt: metav1.Now()}
 	})
 	r = runK(t, "apply", "-f", file, "-n", "default")
 	if r.code != cmdutil.ExitHeld || r.stdout != "" ||

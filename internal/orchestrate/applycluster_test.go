@@ -299,7 +299,7 @@ func TestApplyClusterRefusedWhileOperationRecorded(t *testing.T) {
 	createGuarded(t, ctx, c, "guard-op", func(s *v1.MysqlClusterStatus) {
 		s.Phase, s.CurrentPrimary = v1.PhaseSwitchingOver, "guard-op-0"
 		s.Operation = &v1.OperationStatus{ID: "switchover-1", Type: OperationSwitchover, Stage: StageWaitingForCandidate,
-			Holder: "mysqlctl@elsewhere/1", Epoch: 3, StartedAt: metav1.NowMicro()}
+			Holder: "mysqlctl@elsewhere/1", Epoch: 3, StartedAt: metav1.Now()}
 	})
 
 	log.reset()

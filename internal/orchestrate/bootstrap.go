@@ -349,7 +349,7 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
 	now := metav1.NewTime(r.now())
 	id := fmt.Sprintf("%s-%d", typ, now.Unix())
-	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: metav1.NewMicroTime(now.Time), UpdatedAt: &now}
+	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
 	return r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
 		if typ == OperationConverge {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})

@@ -50,6 +50,9 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 		if err != nil {
 			return "", nil, err
 		}
+		if err := flavorMatches(c, m.pod.Name, s); err != nil {
+			return "", nil, err
+		}
 		recs = append(recs, rec{record: v1.GTIDBootstrapRecord{
 			Ordinal: m.ordinal, PVCUID: string(pvc.UID), ServerUUID: identity(s), BootstrapGTIDSet: executed(s),
 			RecordedAt: metav1.NewTime(r.now()),
@@ -163,6 +166,9 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		}
 		s, err := observe(m)
 		if err != nil {
+			return "", nil, err
+		}
+		if err := flavorMatches(c, m.pod.Name, s); err != nil {
 			return "", nil, err
 		}
 		e, ok, err := ss.ancestor(primaryName, ps, s)
@@ -280,8 +286,8 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			msg = "replicas re-joined: " + msg
 		}
 		s.History = append([]v1.OperationRecord{{
-			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: metav1.NewTime(op.StartedAt.Time), FinishedAt: now, Message: msg,
-			DurationMilliseconds: now.Sub(op.StartedAt.Time).Milliseconds(),
+			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg,
+			DurationMilliseconds: now.Sub(opStart(op)).Milliseconds(),
 		}}, s.History...)
 		if len(s.History) > 20 {
 			s.History = s.History[:20]
@@ -289,4 +295,18 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		s.Operation = nil
 		semi(s)
 	}, nil
+}
+
+// flavorMatches refuses an instance whose server is not of the flavor the spec names: the
+// my.cnf was rendered in spec.flavor's dialect, so the mismatch is an error to fix, never
+// something to guess around.
+func flavorMatches(c *v1.MysqlCluster, name string, s topology.Snapshot) error {
+	want := c.Spec.Flavor
+	if want == "" {
+		want = v1.FlavorFromImage(c.Spec.Image)
+	}
+	if want == v1.FlavorMariaDB && s.Flavor.IsMySQL() || want == v1.FlavorMySQL && s.Flavor.IsMariaDB() {
+		return fmt.Errorf("%w: spec.flavor is %s but %s reports %s: its configuration was rendered for the wrong server; set spec.flavor to match the image", outcome.ErrUnsafe, want, name, s.Flavor.VersionString)
+	}
+	return nil
 }

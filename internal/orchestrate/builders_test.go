@@ -283,3 +283,27 @@ func TestPodHost(t *testing.T) {
 		t.Errorf("PodHost = %q, want %q", got, want)
 	}
 }
+
+// TestMySQLSemiSyncPluginsLoadedAtStart: MySQL loads the semi-sync plugins from my.cnf (with
+// super_read_only on from the start, INSTALL PLUGIN would be refused), under the names the
+// image's version has.
+func TestMySQLSemiSyncPluginsLoadedAtStart(t *testing.T) {
+	for image, want := range map[string]string{
+		"mysql:8.4": "semisync_source.so", "mysql:8.0.36": "semisync_source.so", "mysql:8.0.26": "semisync_source.so",
+		"mysql:8.0.25": "semisync_master.so", "mysql:5.7": "semisync_master.so", "mysql:5.7.44": "semisync_master.so",
+		"mysql": "semisync_source.so", "registry:5000/mysql:8.0.21": "semisync_master.so", "mysql:latest": "semisync_source.so",
+	} {
+		c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "n"}, Spec: v1.MysqlClusterSpec{Image: image, Flavor: v1.FlavorMySQL}}
+		cnf, err := RenderMyCnf(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(cnf, "plugin_load_add = "+want) {
+			t.Errorf("%s: want plugin_load_add = %s in\n%s", image, want, cnf)
+		}
+	}
+	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "n"}, Spec: v1.MysqlClusterSpec{Image: "mariadb:10.11", Flavor: v1.FlavorMariaDB}}
+	if cnf, _ := RenderMyCnf(c); strings.Contains(cnf, "plugin_load_add") {
+		t.Errorf("MariaDB has semi-sync built in:\n%s", cnf)
+	}
+}

@@ -81,8 +81,21 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 		w("loose_log_slave_updates", "ON")
 		w("loose_skip_replica_start", "ON")
 		w("loose_skip_slave_start", "ON")
-		// The semi-sync plugins are installed at run time by mysqlctl (their names differ
-		// between 5.7 and 8.0.26+); until then these loose options are ignored.
+		// The semi-sync plugins are loaded at start: super_read_only (on from the start)
+		// refuses INSTALL PLUGIN. Their names changed in 8.0.26 (semisync_source/_replica);
+		// servers before that have only semisync_master/_slave. A plugin that fails to load is
+		// logged and the server starts without it, so an unknown image tag gets the new names.
+		if mysqlBefore8026(c.Spec.Image) {
+			w("plugin_load_add", "semisync_master.so")
+			w("plugin_load_add", "semisync_slave.so")
+		} else {
+			w("plugin_load_add", "semisync_source.so")
+			w("plugin_load_add", "semisync_replica.so")
+		}
+		w("loose_rpl_semi_sync_source_enabled", "OFF")
+		w("loose_rpl_semi_sync_replica_enabled", "OFF")
+		w("loose_rpl_semi_sync_source_wait_no_replica", "ON")
+		w("loose_rpl_semi_sync_master_wait_no_slave", "ON")
 		w("loose_rpl_semi_sync_source_wait_point", "AFTER_SYNC")
 		w("loose_rpl_semi_sync_source_timeout", fmt.Sprint(timeoutMS))
 		w("loose_rpl_semi_sync_master_wait_point", "AFTER_SYNC")
@@ -122,4 +135,27 @@ func BuildConfigMap(c *v1.MysqlCluster) (*corev1.ConfigMap, error) {
 		ObjectMeta: objectMeta(c, ConfigMapName(c), "config"),
 		Data:       map[string]string{ConfigFileName: cnf},
 	}, nil
+}
+
+// mysqlBefore8026 reports whether the image's tag names a MySQL version before 8.0.26 (5.7, or
+// 8.0.0–8.0.25), whose semi-sync plugins still have the master/slave names.
+func mysqlBefore8026(image string) bool {
+	tag := image
+	if i := strings.LastIndex(tag, "@"); i >= 0 {
+		tag = tag[:i]
+	}
+	i := strings.LastIndex(tag, ":")
+	if i < 0 || strings.Contains(tag[i:], "/") {
+		return false
+	}
+	tag = tag[i+1:]
+	var major, minor, patch int
+	n, _ := fmt.Sscanf(tag, "%d.%d.%d", &major, &minor, &patch)
+	switch {
+	case n >= 1 && major < 8:
+		return true
+	case n == 3 && major == 8 && minor == 0:
+		return patch < 26
+	}
+	return false
 }

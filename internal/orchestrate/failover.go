@@ -175,7 +175,7 @@ func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts Fai
 	now := metav1.NewTime(r.now())
 	id := fmt.Sprintf("failover-%d", now.Unix())
 	op := v1.OperationStatus{
-		ID: id, Type: OperationFailover, Stage: StageConfirming, StartedAt: metav1.NewMicroTime(now.Time), UpdatedAt: &now, Target: opts.To,
+		ID: id, Type: OperationFailover, Stage: StageConfirming, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, Target: opts.To,
 	}
 	// Phase, HA state and conditions change only once Confirming accepts the primary's death:
 	// a refused failover leaves them as it found them.

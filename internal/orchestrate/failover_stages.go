@@ -355,7 +355,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		lost = -1
 		lostWhy = fmt.Sprintf("unknown, at most %d: that many transaction(s) of the fenced primary are not on the new primary, and the old primary was not observed waiting for semi-sync acknowledgements, so they may have been acknowledged", ev.TransactionsMissing)
 	}
-	dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+	dur := now.Sub(opStart(op)).Round(time.Millisecond)
 	msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)
 	if len(down) > 0 {
 		msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"

@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
 )
@@ -154,5 +156,19 @@ func TestReceiverFenceDeadline(t *testing.T) {
 	c.Status.Instances[0].LastSeen = &old
 	if blocked, _ := receiverFenceBlockers(c, "db-0", members, nil, now); len(blocked) != 1 || !strings.Contains(blocked[0], "has passed") {
 		t.Errorf("observed 2 hours ago with a 1h timeout: blocked %v", blocked)
+	}
+}
+
+// TestFlavorMismatchRefused: a server that is not of spec.flavor is a clear error naming both.
+func TestFlavorMismatchRefused(t *testing.T) {
+	c := &v1.MysqlCluster{Spec: v1.MysqlClusterSpec{Image: "mysql:8.4", Flavor: v1.FlavorMySQL}}
+	maria := topology.Snapshot{Flavor: topology.Flavor{Line: topology.MariaDB, VersionString: "10.11.6-MariaDB"}}
+	err := flavorMatches(c, "db-0", maria)
+	if !errors.Is(err, outcome.ErrUnsafe) || !strings.Contains(err.Error(), "spec.flavor is mysql but db-0 reports 10.11.6-MariaDB") {
+		t.Errorf("mismatch: %v", err)
+	}
+	c.Spec.Flavor = v1.FlavorMariaDB
+	if err := flavorMatches(c, "db-0", maria); err != nil {
+		t.Errorf("match: %v", err)
 	}
 }

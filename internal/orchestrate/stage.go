@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 )
@@ -230,4 +232,19 @@ var failoverKind = &operationKind{
 		x.oldAnswers = x.ev.PrimaryVerdict == string(failover.ReadOnly) && x.ev.FencedGTIDSet != ""
 		return nil
 	},
+}
+
+// microOf is t with sub-second precision, for fields whose whole-second twin is kept for
+// compatibility.
+func microOf(t metav1.Time) *metav1.MicroTime {
+	m := metav1.NewMicroTime(t.Time)
+	return &m
+}
+
+// opStart is when the operation started, as precisely as it was recorded.
+func opStart(op *v1.OperationStatus) time.Time {
+	if op.StartedAtMicro != nil {
+		return op.StartedAtMicro.Time
+	}
+	return op.StartedAt.Time
 }

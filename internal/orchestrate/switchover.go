@@ -85,7 +85,7 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			}
 			now := metav1.NewTime(r.now())
 			id := fmt.Sprintf("switchover-%d", now.Unix())
-			op := v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, StartedAt: metav1.NewMicroTime(now.Time), UpdatedAt: &now, Target: opts.To}
+			op := v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, Target: opts.To}
 			if err := r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
 				s.Phase = v1.PhaseSwitchingOver
 				meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "SwitchingOver", Message: "switchover started"})
@@ -128,8 +128,8 @@ func finish(s *v1.MysqlClusterStatus, now time.Time, result, msg string, lost in
 	op := s.Operation
 	t := metav1.NewTime(now)
 	s.History = append([]v1.OperationRecord{{
-		ID: op.ID, Type: op.Type, Result: result, StartedAt: metav1.NewTime(op.StartedAt.Time), FinishedAt: t, Message: msg, TransactionsLost: lost,
-		DurationMilliseconds: now.Sub(op.StartedAt.Time).Milliseconds(),
+		ID: op.ID, Type: op.Type, Result: result, StartedAt: op.StartedAt, FinishedAt: t, Message: msg, TransactionsLost: lost,
+		DurationMilliseconds: now.Sub(opStart(op)).Milliseconds(),
 	}}, s.History...)
 	if len(s.History) > 20 {
 		s.History = s.History[:20]

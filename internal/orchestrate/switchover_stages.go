@@ -177,7 +177,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	// Transactions the fenced primary had that the new primary lacks: 0 after
 	// WaitingForCandidate proved the catch-up; computed again here and recorded, never assumed.
 	lost := missing(ns, ev.FencedGTIDSet)
-	dur := now.Sub(op.StartedAt.Time).Round(time.Millisecond)
+	dur := now.Sub(opStart(op)).Round(time.Millisecond)
 	msg := fmt.Sprintf("primary moved from %s to %s in %s; every transaction of the fenced primary is on the new one", old, ev.Candidate, dur)
 	if lost != 0 {
 		msg = fmt.Sprintf("primary moved from %s to %s in %s; %d transaction(s) of the fenced primary are NOT on the new one", old, ev.Candidate, dur, lost)

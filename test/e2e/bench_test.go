@@ -126,7 +126,7 @@ func BenchmarkSwitchoverUnavailability(b *testing.B) {
 	defer deleteCluster(t, "benchsw")
 	for i := 0; i < b.N; i++ {
 		var gaps []time.Duration
-		lost := 0
+		lost, quarantined := 0, 0
 		for run := 0; run < haRuns; run++ {
 			w, stop := startWriterAt(ctx, "benchsw", (run+1)*1_000_000)
 			time.Sleep(time.Second)
@@ -137,8 +137,12 @@ func BenchmarkSwitchoverUnavailability(b *testing.B) {
 				b.Fatalf("switchover: %d %s", res.code, res.stderr)
 			}
 			gaps = append(gaps, w.maxGap())
-			lost += lostAcked(t, ctx, getCluster(t, ctx, "benchsw").Status.CurrentPrimary, root, w.acked)
+			c := getCluster(t, ctx, "benchsw")
+			lost += lostAcked(t, ctx, c.Status.CurrentPrimary, root, w.acked)
+			quarantined += len(c.Status.ErrantInstances)
 		}
+		// Every instance is healthy: any quarantine under the writer is a false one.
+		b.ReportMetric(float64(quarantined), "false-quarantines")
 		b.ReportMetric(float64(percentile(gaps, 0.5).Milliseconds()), "p50-unavailable-ms")
 		b.ReportMetric(float64(percentile(gaps, 0.95).Milliseconds()), "p95-unavailable-ms")
 		b.ReportMetric(float64(lost), "acked-lost")
@@ -161,7 +165,7 @@ func BenchmarkFailoverOutage(b *testing.B) {
 			ctx := context.Background()
 			for i := 0; i < b.N; i++ {
 				var outages []time.Duration
-				lost := 0
+				lost, quarantined := 0, 0
 				for run := 0; run < haRuns; run++ {
 					name := fmt.Sprintf("bfo%s%d", mode, run)
 					root := appClusterB(b, t, ctx, name)
@@ -197,7 +201,13 @@ func BenchmarkFailoverOutage(b *testing.B) {
 					// last commit the dying primary acknowledged to the first on the new one
 					// (the fault's own timestamp races with writes still in flight).
 					outages = append(outages, w.maxGap())
-					lost += lostAcked(t, ctx, getCluster(t, ctx, name).Status.CurrentPrimary, root, w.acked)
+					c := getCluster(t, ctx, name)
+					lost += lostAcked(t, ctx, c.Status.CurrentPrimary, root, w.acked)
+					for _, e := range c.Status.ErrantInstances {
+						if e.Name != primary { // a healthy replica judged errant under the writer
+							quarantined++
+						}
+					}
 					if mode == "lose" {
 						zero := int64(0)
 						_ = r.Client.CoreV1().Pods("default").Delete(ctx, primary, metav1.DeleteOptions{GracePeriodSeconds: &zero})
@@ -207,6 +217,7 @@ func BenchmarkFailoverOutage(b *testing.B) {
 				b.ReportMetric(float64(percentile(outages, 0.5).Milliseconds()), "p50-outage-ms")
 				b.ReportMetric(float64(percentile(outages, 0.95).Milliseconds()), "p95-outage-ms")
 				b.ReportMetric(float64(lost), "acked-lost")
+				b.ReportMetric(float64(quarantined), "false-quarantines")
 				b.Logf("%s: failover outages: %v", mode, outages)
 			}
 		})

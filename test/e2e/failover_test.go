@@ -394,7 +394,21 @@ func TestFailoverAfterFreezeQuarantinesReturningPrimary(t *testing.T) {
 		t.Fatal("a commit was acknowledged with no replica receiving")
 	}
 	r.Freeze(t, "default", "ff-0")
+	// Receivers stopped cleanly (a maintenance STOP SLAVE) say nothing about the primary: the
+	// failover is refused, and the refusal changes nothing but an Event.
+	before := getCluster(t, ctx, "ff")
 	res := mysqlctl(t, "failover", "ff", "--timeout", "2m")
+	if after := getCluster(t, ctx, "ff"); res.code != 4 || after.Status.Phase != before.Status.Phase || len(after.Status.History) != len(before.Status.History) || after.Status.Operation != nil {
+		t.Fatalf("failover with receivers stopped cleanly: exit %d, phase %s → %s, history %d → %d, op %+v\n%s",
+			res.code, before.Status.Phase, after.Status.Phase, len(before.Status.History), len(after.Status.History), after.Status.Operation, res.stderr)
+	}
+	// Started again, they try the frozen primary and lose it: now its death is corroborated.
+	for _, pod := range []string{"ff-1", "ff-2"} {
+		if _, err := db(t, mustPodAddr(t, ctx, pod), root).ExecContext(ctx, "START SLAVE IO_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = mysqlctl(t, "failover", "ff", "--timeout", "2m")
 	if res.code != 0 {
 		t.Fatalf("failover: %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}

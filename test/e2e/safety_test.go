@@ -15,39 +15,44 @@ import (
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
-// TestDeadPrimaryMidSwitchoverFailoverSupersedes: a switchover stopped after fencing, and then
-// its primary is lost. The switchover cannot finish or roll back without it; a failover takes
-// over, records the switchover as superseded, and ends with a writable primary.
+// TestDeadPrimaryMidSwitchoverFailoverSupersedes: a switchover stopped at each stage before
+// its promotion, and then its primary is lost. The switchover cannot finish or roll back without
+// it; a failover takes over, records the switchover as superseded, and ends with a writable
+// primary.
 func TestDeadPrimaryMidSwitchoverFailoverSupersedes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	appCluster(t, ctx, "sup", 2)
-	defer deleteCluster(t, "sup")
-	killAt(t, ctx, orchestrate.StageWaitingForCandidate, "switchover", "sup")
-	r.Lose(t, "default", "sup-0")
-	defer forceDelete(t, context.Background(), "sup-0")
+	for i, stage := range []string{orchestrate.StageValidating, orchestrate.StageFencing, orchestrate.StageWaitingForCandidate} {
+		t.Run(stage, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			name := fmt.Sprintf("sup%d", i)
+			root := appCluster(t, ctx, name, 2)
+			defer deleteCluster(t, name)
+			killAt(t, ctx, stage, "switchover", name)
+			r.Lose(t, "default", name+"-0")
+			defer forceDelete(t, context.Background(), name+"-0")
 
-	res := mysqlctl(t, "failover", "sup", "--timeout", "2m")
-	if res.code != 0 {
-		t.Fatalf("failover after the switchover's primary died: exit %d\n%s", res.code, res.stderr)
-	}
-	c := getCluster(t, ctx, "sup")
-	if c.Status.CurrentPrimary != "sup-1" || c.Status.Operation != nil || len(c.Status.History) < 2 {
-		t.Fatalf("primary %s op %+v history %+v", c.Status.CurrentPrimary, c.Status.Operation, c.Status.History)
-	}
-	if h := c.Status.History[1]; h.Type != orchestrate.OperationSwitchover || h.Result != "Superseded" {
-		t.Errorf("the switchover is recorded as %+v, want Superseded", h)
-	}
-	if h := c.Status.History[0]; h.Type != orchestrate.OperationFailover || h.Result != "Succeeded" {
-		t.Errorf("the failover is recorded as %+v", h)
-	}
-	root := string(secret(t, ctx, "sup").Data[orchestrate.SecretRootPassword])
-	if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, "sup-1"), root)) {
-		t.Error("sup-1 is not writable after the failover")
-	}
-	// Two instances: the new primary has nobody to acknowledge, and status says so.
-	if cond := metaCondition(c, v1.ConditionSemiSynchronous); cond == nil || cond.Status != metav1.ConditionFalse || c.Status.Phase != v1.PhaseDegraded {
-		t.Errorf("a primary with no semi-sync replica: condition %+v phase %s", cond, c.Status.Phase)
+			res := mysqlctl(t, "failover", name, "--timeout", "2m")
+			if res.code != 0 {
+				t.Fatalf("failover after the switchover's primary died: exit %d\n%s", res.code, res.stderr)
+			}
+			c := getCluster(t, ctx, name)
+			if c.Status.CurrentPrimary != name+"-1" || c.Status.Operation != nil || len(c.Status.History) < 2 {
+				t.Fatalf("primary %s op %+v history %+v", c.Status.CurrentPrimary, c.Status.Operation, c.Status.History)
+			}
+			if h := c.Status.History[1]; h.Type != orchestrate.OperationSwitchover || h.Result != "Superseded" {
+				t.Errorf("the switchover is recorded as %+v, want Superseded", h)
+			}
+			if h := c.Status.History[0]; h.Type != orchestrate.OperationFailover || h.Result != "Succeeded" {
+				t.Errorf("the failover is recorded as %+v", h)
+			}
+			if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, name+"-1"), root)) {
+				t.Errorf("%s-1 is not writable after the failover", name)
+			}
+			// Two instances: the new primary has nobody to acknowledge, and status says so.
+			if cond := metaCondition(c, v1.ConditionSemiSynchronous); cond == nil || cond.Status != metav1.ConditionFalse || c.Status.Phase != v1.PhaseDegraded {
+				t.Errorf("a primary with no semi-sync replica: condition %+v phase %s", cond, c.Status.Phase)
+			}
+		})
 	}
 }
 
