@@ -224,3 +224,21 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "NewPrimaryLost", Message: msg})
 	}, nil
 }
+
+// bsGuard keeps every instance but the primary read-only while a converge runs: a former
+// primary that came back writable (thawed, or its network healed) is fenced before any stage
+// touches it, CreatingUsers included.
+func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	if x.op.Type != OperationConverge || x.ss == nil {
+		return "", nil, nil
+	}
+	for _, m := range x.members {
+		if m.pod.Name == x.primaryName {
+			continue
+		}
+		if _, err := r.refence(ctx, x.c, m.pod, x.creds); err != nil {
+			return "", nil, err
+		}
+	}
+	return "", nil, nil
+}

@@ -132,6 +132,7 @@ var bootstrapKind = &operationKind{
 		{StageOpeningPrimary, (*Runner).bsOpeningPrimary},
 		{StageVerifyingConvergence, (*Runner).bsVerifyingConvergence},
 	},
+	guard: (*Runner).bsGuard,
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		members, err := r.members(ctx, x.c)
 		if err != nil || x.op.Stage == StageWaitingForPods {

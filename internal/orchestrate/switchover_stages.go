@@ -92,7 +92,7 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 	if err != nil && x.overdue {
 		// The old primary does not answer: it stays fenced (read-only, out of the primary
 		// Service), and a failover replaces it. Never wait for it forever.
-		msg := fmt.Sprintf("%s; the old primary %s does not answer (%v): it stays fenced and no instance is writable; run 'failover %s'", ev.RollbackReason, old, err, c.Name)
+		msg := fmt.Sprintf("%s; the old primary %s does not answer (%v): it is out of the primary Service (fence %s), no instance is known writable; run 'failover %s'", ev.RollbackReason, old, err, ev.FenceState, c.Name)
 		r.event(ctx, c, true, "SwitchoverRolledBack", msg)
 		t := metav1.NewTime(now)
 		return "", func(s *v1.MysqlClusterStatus) {
