@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +50,12 @@ type Env struct {
 	mu     sync.Mutex
 	procs  []*exec.Cmd
 	done   []chan struct{}
+	// own are the PIDs of this Env's components (other Envs of the process have their own).
+	own []int
+	// reaper kills own if this process dies without Stop (SIGKILL, a test timeout's panic):
+	// envtest starts etcd and kube-apiserver without a parent-death signal.
+	reaper     *exec.Cmd
+	reaperPipe io.WriteCloser
 }
 
 // Main starts a control plane, stores it in *env, runs the package's tests and stops it.
@@ -116,9 +124,14 @@ func Start(opts Options) (_ *Env, retErr error) {
 		e.env.CRDDirectoryPaths = []string{filepath.Join(root, "manifests", "crd")}
 		e.env.ErrorIfCRDPathMissing = true
 	}
+	before := childPIDs(bin)
 	cfg, err := e.env.Start()
+	e.adopt(before)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd and kube-apiserver from %s: %w", bin, err)
+	}
+	if err := e.startReaper(); err != nil {
+		return nil, err
 	}
 	user, err := e.env.AddUser(envtest.User{Name: "mysqlctl-test-admin", Groups: []string{"system:masters"}}, cfg)
 	if err != nil {
@@ -184,8 +197,55 @@ func (e *Env) startProcess(path string, log io.Writer, args ...string) error {
 	e.mu.Lock()
 	e.procs = append(e.procs, cmd)
 	e.done = append(e.done, done)
+	e.own = append(e.own, cmd.Process.Pid)
 	e.mu.Unlock()
 	return nil
+}
+
+// adopt records as this Env's the component processes that appeared since before was taken.
+func (e *Env) adopt(before []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, pid := range childPIDs(e.binDir) {
+		if !slices.Contains(before, pid) {
+			e.own = append(e.own, pid)
+		}
+	}
+}
+
+// startReaper starts a shell that waits on a pipe only this process holds open: when this
+// process dies, the pipe closes and the shell kills etcd and kube-apiserver by PID. Stop ends
+// the reaper first, so it never kills anything after a normal stop (PIDs may be reused).
+func (e *Env) startReaper() error {
+	e.mu.Lock()
+	pids := make([]string, 0, len(e.own))
+	for _, p := range e.own {
+		pids = append(pids, strconv.Itoa(p))
+	}
+	e.mu.Unlock()
+	if len(pids) == 0 {
+		return nil
+	}
+	cmd := exec.Command("sh", "-c", "read _ ; kill -9 "+strings.Join(pids, " ")+" 2>/dev/null")
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the reaper: %w", err)
+	}
+	e.reaper, e.reaperPipe = cmd, w
+	return nil
+}
+
+func (e *Env) stopReaper() {
+	if e.reaper == nil {
+		return
+	}
+	_ = e.reaper.Process.Kill()
+	_ = e.reaper.Wait()
+	_ = e.reaperPipe.Close()
+	e.reaper = nil
 }
 
 // Stop stops every component by PID (the ones started here with SIGTERM, then SIGKILL after
@@ -195,6 +255,7 @@ func (e *Env) Stop() error {
 	procs, done := e.procs, e.done
 	e.procs, e.done = nil, nil
 	e.mu.Unlock()
+	e.stopReaper()
 	for i, p := range procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 		select {
@@ -218,11 +279,20 @@ func (e *Env) Stop() error {
 	return errors.Join(errs...)
 }
 
-// PIDs returns the process IDs of every control-plane component that is a child of this
-// process, read from /proc (envtest does not expose etcd's and kube-apiserver's PIDs), so tests
-// can prove that Stop left nothing running.
+// PIDs returns the process IDs of this Env's control-plane components that still run (envtest
+// does not expose etcd's and kube-apiserver's PIDs: they are found in /proc when it starts them),
+// so tests can prove that Stop left nothing running.
 func (e *Env) PIDs() []int {
-	return childPIDs(e.binDir)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	alive := childPIDs(e.binDir)
+	var out []int
+	for _, p := range e.own {
+		if slices.Contains(alive, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Healthy reports whether the API server answers /readyz.

@@ -1,8 +1,14 @@
 package testenv
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,5 +116,71 @@ func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// TestComponentsDieWithTheTestBinary: a test binary killed with SIGKILL (no deferred Stop runs)
+// leaves no etcd or kube-apiserver behind: the Env's reaper kills them by PID.
+func TestComponentsDieWithTheTestBinary(t *testing.T) {
+	if os.Getenv("MYSQLCTL_TESTENV_CHILD") == "1" {
+		e, err := Start(Options{SkipCRDs: true})
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		fmt.Println("PIDS", strings.Trim(fmt.Sprint(e.PIDs()), "[]"))
+		time.Sleep(time.Hour)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestComponentsDieWithTheTestBinary$")
+	cmd.Env = append(os.Environ(), "MYSQLCTL_TESTENV_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "PIDS "); ok {
+			for _, f := range strings.Fields(rest) {
+				p, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, p)
+			}
+			break
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if len(pids) < 2 {
+		t.Fatalf("the child reported the PIDs %v (want etcd and kube-apiserver)", pids)
+	}
+	running := func() []int {
+		var alive []int
+		for _, p := range pids {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			if err != nil {
+				continue
+			}
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
+				alive = append(alive, p)
+			}
+		}
+		return alive
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(running()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive := running(); len(alive) > 0 {
+		for _, p := range alive {
+			_ = syscall.Kill(p, syscall.SIGKILL) // ours: started by the child this test ran
+		}
+		t.Fatalf("components %v outlived the killed test binary", alive)
 	}
 }
