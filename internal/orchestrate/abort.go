@@ -51,7 +51,11 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 		// A converge never changes the primary: ending it undoes nothing and loses nothing.
 		now := r.now()
 		msg := fmt.Sprintf("converge aborted at stage %s by %s", op.Stage, r.Holder)
-		if err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { finish(s, now, "Aborted", msg, 0) }); err != nil {
+		if err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
+			phase := s.Phase
+			finish(s, now, "Aborted", msg, 0)
+			s.Phase = phase // nothing was repaired: the cluster is as it was
+		}); err != nil {
 			return "", err
 		}
 		return msg, nil

@@ -473,9 +473,10 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 	}
 	// Replicas follow the primary by its stable name, never by its (changing) address.
 	primaryIP := ""
+	var primaryPod *corev1.Pod
 	for _, p := range pods {
 		if p.Name == c.Status.CurrentPrimary && podReady(p) {
-			primaryIP = PodHost(c, p.Name)
+			primaryIP, primaryPod = PodHost(c, p.Name), p
 		}
 	}
 	if primaryIP == "" {
@@ -514,7 +515,47 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 			}
 		}
 	}
-	return true, nil
+	return true, r.refreshPrimarySeen(ctx, c, primaryPod, creds)
+}
+
+// lastSeenRefresh is how old the primary's recorded observation may grow before a converged
+// reconcile records a fresh one. The receiver fence's deadline counts from it (see
+// receiverFenceDeadline), so it must stay well inside the semi-sync timeout; refreshing it
+// at most this often keeps a converged reconcile (almost always) free of writes.
+const lastSeenRefresh = time.Hour
+
+// refreshPrimarySeen records a fresh observation of a healthy primary: one that waits for
+// acknowledgements (see fencesByReceivers) from enough connected replicas, with no commit
+// waiting now (a commit already waiting could time out right after).
+func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) error {
+	for _, i := range c.Status.Instances {
+		if i.Name == pod.Name && i.LastSeen != nil && r.now().Sub(i.LastSeen.Time) < lastSeenRefresh {
+			return nil
+		}
+	}
+	in, err := r.connect(ctx, pod, topology.Credentials{User: "root", Password: creds.root})
+	if err != nil {
+		return err
+	}
+	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+	_ = in.Close()
+	ss := s.SemiSync
+	if !s.Complete() || s.ReadOnly || !fencesByReceivers(s) || ss.SourceClients < semiSyncWanted(c) || ss.WaitSessions > 0 {
+		return nil
+	}
+	if _, err := r.guard("record an observation of " + pod.Name); err != nil {
+		return err
+	}
+	seen := metav1.NewTime(s.ObservedAt)
+	return UpdateStatus(ctx, r.Kube, c, func(st *v1.MysqlClusterStatus) error {
+		for i := range st.Instances {
+			if st.Instances[i].Name == pod.Name {
+				st.Instances[i].LastSeen, st.Instances[i].SemiSyncSource = &seen, true
+				st.Instances[i].SemiSyncTimeoutSeconds = ss.TimeoutMillis / 1000
+			}
+		}
+		return nil
+	})
 }
 
 // sessions holds one connection per instance for the length of a stage: every stage connects

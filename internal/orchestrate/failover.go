@@ -144,22 +144,40 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 	// The same judgement as Confirming: only a primary proven dead ends the operation.
 	ss := r.openSessions(ctx, v.ready, creds)
 	defer ss.close()
-	if j := r.confirm(ctx, c, v, ss, creds, opts); j.Verdict != failover.Dead {
+	j := r.confirm(ctx, c, v, ss, creds, opts)
+	if j.Verdict != failover.Dead {
 		return fmt.Errorf("%w: the %s %s stopped at stage %s and its primary %s is not proven dead (%s: %s): run 'resume %s' to finish it or 'abort %s' to roll it back",
 			outcome.ErrUnsafe, op.Type, op.ID, op.Stage, old, j.Verdict, j.Reason, c.Name, c.Name)
 	}
 	if _, err := r.guard("supersede " + op.ID); err != nil {
 		return err
 	}
-	now := r.now()
+	now := metav1.NewTime(r.now())
 	msg := fmt.Sprintf("superseded at stage %s by a failover: the primary %s is dead", op.Stage, old)
+	// One write: the superseded operation goes to the history and the failover takes its place
+	// already confirmed (the judgement above is Confirming's), so nothing can be left between.
+	fo := v1.OperationStatus{
+		ID: fmt.Sprintf("failover-%d", now.Unix()), Type: OperationFailover, Stage: StageFencing, Holder: r.Holder, Epoch: r.Epoch,
+		StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, StageStartedAt: &now, Target: opts.To,
+		Evidence: &v1.OperationEvidence{
+			FencedPrimary: old, FenceState: v1.FencePending, PrimaryVerdict: string(j.Verdict), Detection: j.Evidence,
+			SemiSyncProven: semiSyncProvenNow(c, old, now.Time),
+		},
+	}
+	if opts.Force {
+		fo.Evidence.Forced = opts.Reason
+	}
 	err = UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		o := s.Operation
 		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != op.Holder || o.Epoch != op.Epoch {
 			return errLostRace
 		}
-		finish(s, now, "Superseded", msg, 0)
-		s.Phase = v1.PhaseDegraded // until the failover records its own outcome
+		finish(s, now.Time, "Superseded", msg, 0)
+		next := fo
+		s.Operation = &next
+		s.Phase = v1.PhaseFailingOver
+		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, j.Evidence)
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + old + " started: " + msg})
 		return nil
 	})
 	if errors.Is(err, errLostRace) {
@@ -463,6 +481,14 @@ func markPrimary(s *v1.MysqlClusterStatus, primary string, snap topology.Snapsho
 // commit the primary acknowledged had reached a replica: it was last observed as a semi-sync
 // source that waits (see fencesByReceivers), and the cluster's SemiSynchronous condition does
 // not say it ran asynchronously since.
+// semiSyncProvenNow is semiSyncProven while the proof is still fresh: a semi-sync source waits
+// for an acknowledgement only for its timeout, so an observation older than the receiver-fence
+// deadline proves nothing about commits since.
+func semiSyncProvenNow(c *v1.MysqlCluster, primary string, now time.Time) bool {
+	d, _ := receiverFenceDeadline(c, primary)
+	return semiSyncProven(c, primary) && d != nil && now.Before(d.Time)
+}
+
 func semiSyncProven(c *v1.MysqlCluster, primary string) bool {
 	if cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionSemiSynchronous); cond != nil && cond.Status == metav1.ConditionFalse {
 		return false

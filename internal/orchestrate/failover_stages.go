@@ -35,7 +35,7 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 	return StageFencing, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
-		e.SemiSyncProven = semiSyncProven(c, x.old)
+		e.SemiSyncProven = semiSyncProvenNow(c, x.old, now)
 		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
 		s.Phase = v1.PhaseFailingOver
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + x.old + " started: " + string(j.Verdict)})

@@ -152,10 +152,17 @@ func TestReceiverFenceDeadline(t *testing.T) {
 	if blocked, _ := receiverFenceBlockers(c, "db-0", members, nil, now); len(blocked) != 0 {
 		t.Errorf("observed 10 minutes ago: blocked %v", blocked)
 	}
+	if !semiSyncProvenNow(c, "db-0", now) {
+		t.Error("a semi-sync source observed 10 minutes ago is not taken as proof")
+	}
 	old := metav1.NewTime(now.Add(-2 * time.Hour))
 	c.Status.Instances[0].LastSeen = &old
 	if blocked, _ := receiverFenceBlockers(c, "db-0", members, nil, now); len(blocked) != 1 || !strings.Contains(blocked[0], "has passed") {
 		t.Errorf("observed 2 hours ago with a 1h timeout: blocked %v", blocked)
+	}
+	// Two hours without an observation: it may have run asynchronously since; no proof.
+	if semiSyncProvenNow(c, "db-0", now) {
+		t.Error("an observation older than the semi-sync timeout is taken as proof that nothing acknowledged was lost")
 	}
 }
 

@@ -97,13 +97,14 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		return "", nil, nil
 	}
 	if x.op.Stage == StagePromoting {
-		// Promoting may have acted before a crash kept it from recording so: roll back only
-		// a candidate observed still read-only and still a replica; otherwise go forward.
+		// Promoting may have acted before a crash kept it from recording so. A candidate that
+		// is writable already was promoted: go forward. A read-only one (its replication may
+		// have been reset: converge rejoins it) takes no writes, so the failover rolls back.
 		s, err := x.ss.observe(x.ev.Candidate)
 		if err != nil {
 			return "", nil, err
 		}
-		if !s.ReadOnly || s.Replica == nil {
+		if !s.ReadOnly {
 			return "", nil, nil
 		}
 	}
@@ -210,8 +211,11 @@ func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, prim
 // operation cannot be rolled back, and waiting would block the failover the cluster now needs.
 // Before the bound it returns err, so the stage is retried.
 func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
-	if !x.overdue || x.c.Status.CurrentPrimary != x.ev.Candidate {
+	if x.c.Status.CurrentPrimary != x.ev.Candidate {
 		return "", nil, err
+	}
+	if !x.overdue {
+		return "", nil, notYet("the new primary %s does not answer: %v", x.ev.Candidate, err)
 	}
 	msg := fmt.Sprintf("the new primary %s stopped answering after its promotion (%v); run 'failover %s'", x.ev.Candidate, err, x.c.Name)
 	r.event(ctx, x.c, true, "NewPrimaryLost", msg)
@@ -241,4 +245,18 @@ func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		}
 	}
 	return "", nil, nil
+}
+
+// absentMembers lists the cluster's ordinals, other than quarantined ones, that have no ready
+// member: an operation that went on without them names them.
+func absentMembers(c *v1.MysqlCluster, members []instance) []string {
+	var out []string
+	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+		name := fmt.Sprintf("%s-%d", c.Name, ord)
+		if quarantined(c, name) || slices.ContainsFunc(members, func(m instance) bool { return m.pod.Name == name }) {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }

@@ -132,7 +132,8 @@ var bootstrapKind = &operationKind{
 		{StageOpeningPrimary, (*Runner).bsOpeningPrimary},
 		{StageVerifyingConvergence, (*Runner).bsVerifyingConvergence},
 	},
-	guard: (*Runner).bsGuard,
+	guard:  (*Runner).bsGuard,
+	bounds: map[string]time.Duration{StageVerifyingConvergence: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		members, err := r.members(ctx, x.c)
 		if err != nil || x.op.Stage == StageWaitingForPods {

@@ -40,18 +40,18 @@ func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		return "", nil, err
 	}
 	fenced, method, err := fenceOverSQL(ctx, in, ss, old)
-	var ny errNotYet
-	if errors.As(err, &ny) && x.overdue {
+	if err != nil && x.overdue {
 		// The fence cannot be verified within its bound: undo it rather than leave the
 		// primary read-only and out of its Service until someone aborts.
-		reason := fmt.Sprintf("the fence of %s was not verified within %s: %s", old, postPromotionBound, ny.msg)
+		reason := fmt.Sprintf("the fence of %s was not verified within %s: %v", old, postPromotionBound, err)
 		return StageRollingBack, func(s *v1.MysqlClusterStatus) {
 			e := evidenceOf(s)
 			e.RollbackReason, e.RollbackResult = reason, "Failed"
 		}, nil
 	}
 	if err != nil {
-		return "", nil, err
+		// Retried until the bound (a fence can wait behind commits hung for acknowledgements).
+		return "", nil, notYet("fencing %s: %v", old, err)
 	}
 	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
 	return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
@@ -185,6 +185,13 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if len(pending) > 0 {
 		msg += fmt.Sprintf("; left for repair after %s (run reconcile when they answer): %s", postPromotionBound, strings.Join(pending, "; "))
 	}
+	if absent := absentMembers(c, members); len(absent) > 0 {
+		msg += "; not serving (no ready pod; run reconcile when they return): " + strings.Join(absent, ", ")
+	}
+	oldReplicates := false
+	if os, err := observe(old); err == nil {
+		oldReplicates = replicatesFrom(os, PodHost(c, ev.Candidate))
+	}
 	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(members)-1-len(pending)-quarantinedCount(c))
 	if err != nil {
 		return "", nil, err
@@ -193,7 +200,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	return "", func(s *v1.MysqlClusterStatus) {
 		markPrimary(s, ev.Candidate, ns, old, v1.RoleReplica)
 		for i := range s.Instances {
-			if s.Instances[i].Name == old {
+			if s.Instances[i].Name == old && oldReplicates {
 				s.Instances[i].Classification = string(topology.ClassReplicating)
 			}
 		}

@@ -263,3 +263,33 @@ func TestRecreatedPrimaryKeepsItsReplicas(t *testing.T) {
 	replicatesFrom(t, ctx, "id-1", "id-0", db(t, mustPodAddr(t, ctx, "id-1"), root))
 	holdsAcked(t, ctx, "id-1", db(t, mustPodAddr(t, ctx, "id-1"), root), []int{424242})
 }
+
+// TestReconcileRefreshesPrimaryObservation: the receiver fence's deadline counts from the last
+// observation of the primary; a converged reconcile records a fresh one once it is old, so a
+// cluster left alone does not become unable to fail over.
+func TestReconcileRefreshesPrimaryObservation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	appCluster(t, ctx, "seen", 2)
+	defer deleteCluster(t, "seen")
+	c := getCluster(t, ctx, "seen")
+	stale := metav1.NewTime(time.Now().Add(-30 * time.Hour))
+	if err := orchestrate.UpdateStatus(ctx, kube(t), c, func(s *v1.MysqlClusterStatus) error {
+		for i := range s.Instances {
+			if s.Instances[i].Name == "seen-0" {
+				s.Instances[i].LastSeen = &stale
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res := mysqlctl(t, "reconcile", "seen", "--timeout", "1m"); res.code != 0 {
+		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
+	}
+	for _, i := range getCluster(t, ctx, "seen").Status.Instances {
+		if i.Name == "seen-0" && (i.LastSeen == nil || time.Since(i.LastSeen.Time) > time.Minute || !i.SemiSyncSource) {
+			t.Errorf("the primary's observation was not refreshed: lastSeen %v, semi-sync source %v", i.LastSeen, i.SemiSyncSource)
+		}
+	}
+}
