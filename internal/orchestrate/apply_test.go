@@ -29,11 +29,24 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) 
 func countingClient(t *testing.T) (client.Client, *atomic.Int64) {
 	t.Helper()
 	var writes atomic.Int64
+	c := wrappedClient(t, func(r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writes.Add(1)
+		}
+	})
+	return c, &writes
+}
+
+// wrappedClient returns a client of the test API server that shows every request to see
+// before sending it (it may block, to make a request hang).
+func wrappedClient(t *testing.T, see func(*http.Request)) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				writes.Add(1)
+			see(r)
+			if err := r.Context().Err(); err != nil {
+				return nil, err
 			}
 			return rt.RoundTrip(r)
 		})
@@ -49,7 +62,7 @@ func countingClient(t *testing.T) (client.Client, *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, &writes
+	return c
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -14,9 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -217,26 +214,11 @@ func (l *requestLog) dryRuns() int {
 func recordingClient(t *testing.T) (client.Client, *requestLog) {
 	t.Helper()
 	log := &requestLog{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			log.mu.Lock()
-			log.reqs = append(log.reqs, request{method: r.Method, path: r.URL.Path, dryRun: r.URL.Query().Get("dryRun") == metav1.DryRunAll})
-			log.mu.Unlock()
-			return rt.RoundTrip(r)
-		})
-	}
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := wrappedClient(t, func(r *http.Request) {
+		log.mu.Lock()
+		log.reqs = append(log.reqs, request{method: r.Method, path: r.URL.Path, dryRun: r.URL.Query().Get("dryRun") == metav1.DryRunAll})
+		log.mu.Unlock()
+	})
 	return c, log
 }
 

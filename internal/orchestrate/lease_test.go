@@ -11,9 +11,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -128,24 +125,11 @@ func TestLeaseHungRenewalLosesValidity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var hang atomic.Bool
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if hang.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/leases/") {
-				<-r.Context().Done() // a renewal that never gets an answer
-				return nil, r.Context().Err()
-			}
-			return rt.RoundTrip(r)
-		})
-	}
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := wrappedClient(t, func(r *http.Request) {
+		if hang.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/leases/") {
+			<-r.Context().Done() // a renewal that never gets an answer
+		}
+	})
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "hung", Namespace: "default"}}
 	lctx, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
