@@ -207,7 +207,7 @@ func (r *Runner) foRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 
 func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, ev, old, v, ss := x.c, x.ev, x.old, x.v, x.ss
-	in, err := ss.connect(ev.Candidate)
+	in, err := r.promotionTarget(ctx, x)
 	if err != nil {
 		return "", nil, err
 	}

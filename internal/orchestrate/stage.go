@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
 // stageFunc runs one stage of an operation: it checks the stage's precondition from fresh
@@ -104,6 +107,34 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 	return run(r, ctx, &x)
 }
 
+const reasonCandidateUnreachable = "CandidateUnreachable"
+
+// promotionTarget connects to the candidate at Promoting. A candidate that stops answering there
+// may already be writable (the promotion may have run before it froze), so neither another
+// instance nor the old primary can be opened without risking two writable primaries: the stage
+// waits out its bound, then marks the cluster Degraded with what a person can do and stops,
+// the operation kept at its stage for resume.
+func (r *Runner) promotionTarget(ctx context.Context, x *stageEnv) (*topology.Instance, error) {
+	in, err := x.ss.connect(x.ev.Candidate)
+	if err == nil {
+		return in, nil
+	}
+	if !x.overdue {
+		return nil, notYet("the candidate %s does not answer: %v", x.ev.Candidate, err)
+	}
+	msg := fmt.Sprintf("the candidate %s stopped answering at stage %s (%v); it may already be writable, so no other instance may be promoted: when it answers again run 'resume %s'; if its pod cannot come back, delete the pod (it restarts read-only) and run 'resume %s'",
+		x.ev.Candidate, x.op.Stage, err, x.c.Name, x.c.Name)
+	if perr := r.persist(ctx, x.c, x.op, x.op.Stage, func(s *v1.MysqlClusterStatus) {
+		s.Phase = v1.PhaseDegraded
+		s.Operation.Message = msg
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonCandidateUnreachable, Message: msg})
+	}); perr != nil {
+		return nil, perr
+	}
+	r.event(ctx, x.c, true, reasonCandidateUnreachable, msg)
+	return nil, fmt.Errorf("%w: %s", outcome.ErrUnsafe, msg)
+}
+
 // readyMembers returns the pods of the cluster's ordinals whose readiness the API reports.
 func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]instance, error) {
 	pods, err := r.pods(ctx, c)
@@ -170,7 +201,7 @@ var switchoverKind = &operationKind{
 		{StageRollingBack, (*Runner).swRollingBack},
 	},
 	guard:  (*Runner).swGuard,
-	bounds: map[string]time.Duration{StageFencing: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound, StageRollingBack: postPromotionBound},
+	bounds: map[string]time.Duration{StageFencing: postPromotionBound, StagePromoting: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound, StageRollingBack: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		// Validating wants every member ready; later stages go on with the members that are,
 		// so that a replica that dies mid-switchover never blocks it.
@@ -214,7 +245,7 @@ var failoverKind = &operationKind{
 		{StageRollingBack, (*Runner).foRollingBack},
 	},
 	guard:  (*Runner).foGuard,
-	bounds: map[string]time.Duration{StageRepointing: postPromotionBound, StageVerifying: postPromotionBound},
+	bounds: map[string]time.Duration{StagePromoting: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		if x.op.Evidence == nil {
 			x.ev.FencedPrimary = x.c.Status.CurrentPrimary

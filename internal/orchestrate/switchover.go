@@ -137,6 +137,10 @@ func finish(s *v1.MysqlClusterStatus, now time.Time, result, msg string, lost in
 	s.Operation = nil
 	s.Phase = v1.PhaseRunning
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: msg})
+	// A stall the operation itself reported ends with it.
+	if d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && d.Reason == reasonCandidateUnreachable && result == "Succeeded" {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "CandidateReturned", Message: msg})
+	}
 }
 
 // switchoverCandidate validates the replicas and chooses the new primary. It returns the

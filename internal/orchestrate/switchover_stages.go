@@ -111,8 +111,8 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 }
 
 func (r *Runner) swPromoting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, old, members, ss, connect := x.c, x.ev, x.old, x.members, x.ss, x.ss.connect
-	in, err := connect(ev.Candidate)
+	c, ev, old, members, ss := x.c, x.ev, x.old, x.members, x.ss
+	in, err := r.promotionTarget(ctx, x)
 	if err != nil {
 		return "", nil, err
 	}
