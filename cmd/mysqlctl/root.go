@@ -136,6 +136,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdFailover(f, nil),
 		NewCmdResume(f, nil),
 		NewCmdAbort(f, nil),
+		NewCmdWatch(f, nil),
 	)
 	return root
 }

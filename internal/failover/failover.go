@@ -24,6 +24,8 @@ type Check struct {
 	Reachable bool
 	// Writable is true when it answered with read_only (and super_read_only) OFF.
 	Writable bool
+	// Refused is true when nothing listened at its address (connection refused).
+	Refused bool
 	// Detail says why the check failed (already free of secrets).
 	Detail string
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +18,41 @@ import (
 var abortable = map[string][]string{
 	OperationSwitchover: {StageValidating, StageFencing, StageWaitingForCandidate, StageRollingBack},
 	OperationFailover:   {StageConfirming, StageFencing, StageElecting, StageWaitingForRelayLog, StageRollingBack},
+}
+
+// provenReadOnly observes the instance and proves it read-only.
+func (r *Runner) provenReadOnly(ctx context.Context, c *v1.MysqlCluster, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Any running pod will do (readiness lags a restart): only its answer counts.
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return err
+	}
+	var members []instance
+	for ord, p := range pods {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			members = append(members, instance{ordinal: ord, pod: p})
+		}
+	}
+	creds, err := r.credentials(ctx, c)
+	if err != nil {
+		return err
+	}
+	ss := r.openSessions(ctx, members, creds)
+	defer ss.close()
+	in, err := ss.connect(name)
+	if err != nil {
+		return err
+	}
+	w, err := in.Writable(ctx)
+	if err != nil {
+		return err
+	}
+	if w {
+		return errors.New("it answers writable")
+	}
+	return nil
 }
 
 // Abort rolls back the operation recorded in the cluster's status, where a rollback is
@@ -64,7 +100,17 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	if !ok {
 		return "", fmt.Errorf("%w: a %s has no rollback; run 'resume %s' to finish it", outcome.ErrUnsafe, op.Type, key.Name)
 	}
-	if !slices.Contains(stages, op.Stage) {
+	promoting := op.Stage == StagePromoting && op.Evidence != nil && op.Evidence.PromotedAt == nil && op.Evidence.Candidate != ""
+	if promoting {
+		// Stopped at Promoting (its candidate stopped answering, or came back without its data):
+		// a rollback is safe once the candidate is proven read-only, as a restarted or replaced
+		// server is; this actor's lease keeps any stale promotion from running after the proof.
+		if err := r.provenReadOnly(ctx, c, op.Evidence.Candidate); err != nil {
+			return "", fmt.Errorf("%w: the %s stopped at stage Promoting and its candidate %s cannot be proven read-only (%v): it may have been promoted already, so nothing is rolled back; bring it back (delete its pod: it restarts read-only) and run 'abort %s' or 'resume %s' again",
+				outcome.ErrUnsafe, op.Type, op.Evidence.Candidate, err, key.Name, key.Name)
+		}
+	}
+	if !slices.Contains(stages, op.Stage) && !promoting {
 		return "", fmt.Errorf("%w: the %s is at stage %s, past promotion: the new primary may have taken writes, so it cannot be rolled back; run 'resume %s' to finish it", outcome.ErrUnsafe, op.Type, op.Stage, key.Name)
 	}
 	if op.Stage != StageRollingBack {

@@ -98,8 +98,15 @@ type Runner struct {
 	// just before the lease is checked for it (end-to-end tests freeze the CLI there).
 	BeforeMutation func(stage, what string)
 
+	// Stop, when closed, ends the run before its next stage with ErrStopped: the stage in hand
+	// finishes and records its successor first (a supervisor told to stop).
+	Stop <-chan struct{}
+
 	// stage is the stage being run, for BeforeMutation.
 	stage string
+	// attempts is when this Runner first ran each stage of an operation (bounds count from it
+	// when the stage was recorded earlier, by a run that ended).
+	attempts map[string]time.Time
 }
 
 // LeaseChecker proves that an actor still holds the cluster (see Lease.Check).
@@ -261,6 +268,11 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 		// Recorded by another actor (one that died, or whose lease this actor took over):
 		// take it over first, so that no write of that actor can land any more.
 		return "", false, r.adopt(ctx, cluster, op)
+	}
+	select {
+	case <-r.Stop:
+		return "", false, fmt.Errorf("%s of %s stopped before stage %s: %w", op.Type, key, op.Stage, ErrStopped)
+	default:
 	}
 	if r.BeforeStage != nil {
 		r.BeforeStage(ctx, op.Stage)

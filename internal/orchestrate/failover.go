@@ -62,6 +62,11 @@ type FailoverOptions struct {
 	CheckTimeout time.Duration
 	// ResumeOnly continues the recorded failover and never starts one.
 	ResumeOnly bool
+	// Detected are the supervisor's consecutive failed checks of the primary, oldest first:
+	// Confirming continues from them with one fresh check instead of starting over.
+	Detected []failover.Check
+	// Automatic marks a failover the supervisor (watch) started by itself.
+	Automatic bool
 }
 
 func (o *FailoverOptions) defaults() {
@@ -346,6 +351,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	in, err := r.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
 	if err != nil {
 		ch.Detail = err.Error()
+		ch.Refused = topology.KindOf(err) == topology.ErrorRefused
 		return ch
 	}
 	defer func() { _ = in.Close() }()
@@ -355,6 +361,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 		// fails, and the replicas' view decides.
 		if s.Err != nil {
 			ch.Detail = s.Err.Error()
+			ch.Refused = s.Err.Kind == topology.ErrorRefused
 		}
 		return ch
 	}
@@ -558,7 +565,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	// checked on for as long as a replica needs to notice a silent source (twice its net
 	// timeout): a frozen or partitioned primary keeps a replica's receiver "running" until then.
 	deadline := r.now().Add(time.Duration(threshold)*interval + 2*ReplicaNetTimeout)
-	var checks []failover.Check
+	checks := slices.Clone(opts.Detected)
 	var last time.Time
 	for {
 		// Checks start detectionInterval apart; a check that ran into its timeout has already

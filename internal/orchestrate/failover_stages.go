@@ -31,6 +31,13 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 	if j.Verdict == failover.Unreachable {
 		detection = append(detection, "FORCED past an unconfirmed death: "+ev.Forced)
 	}
+	switch h := c.Status.HA; {
+	case opts.Automatic:
+		detection = append(detection, "started automatically by the supervisor "+r.Holder)
+	case h != nil && h.LastFailover != nil && now.Sub(h.LastFailover.Time) < failoverCooldown(c):
+		detection = append(detection, fmt.Sprintf("started by a person %s after the last failover, inside failover.cooldown (%s), which binds only automatic failovers",
+			now.Sub(h.LastFailover.Time).Round(time.Second), failoverCooldown(c)))
+	}
 	r.event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
 	return StageFencing, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
@@ -228,8 +235,7 @@ func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 			}
 		}
 	}
-	change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, others, old, v1.RoleUnknown)
-	return StageMovingPrimary, change, err
+	return r.promoteAt(ctx, x, in, others, v1.RoleUnknown)
 }
 
 func (r *Runner) foMovingPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {

@@ -100,12 +100,22 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		// Promoting may have acted before a crash kept it from recording so. A candidate that
 		// is writable already was promoted: go forward. A read-only one (its replication may
 		// have been reset: converge rejoins it) takes no writes, so the failover rolls back.
-		s, err := x.ss.observe(x.ev.Candidate)
+		// Past the deadline the old primary may commit without acknowledgements, so a
+		// candidate found writable (a promotion that ran but was not recorded) is fenced
+		// again before the rollback: it has served only in the replica Service.
+		in, err := x.ss.connect(x.ev.Candidate)
 		if err != nil {
 			return "", nil, err
 		}
-		if !s.ReadOnly {
-			return "", nil, nil
+		if w, err := in.Writable(ctx); err != nil {
+			return "", nil, err
+		} else if w {
+			if _, err := fence(ctx, in); err != nil {
+				return "", nil, err
+			}
+			if w, err := in.Writable(ctx); err != nil || w {
+				return "", nil, notYet("the candidate %s is not fenced yet (%v)", x.ev.Candidate, err)
+			}
 		}
 	}
 	reason := fmt.Sprintf("the receiver fence on %s passed its deadline %s (its semi-sync timeout, counted from before the failover began, minus a margin): it may commit without acknowledgements now, so nothing is promoted", x.old, d.UTC().Format(time.RFC3339))

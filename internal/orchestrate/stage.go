@@ -87,7 +87,20 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 		x.ev = &v1.OperationEvidence{}
 	}
 	if b, ok := k.bounds[op.Stage]; ok && op.StageStartedAt != nil {
-		x.overdue = x.now.Sub(op.StageStartedAt.Time) > b
+		// The bound counts from when the stage began, but never from before this run first
+		// tried it: a run resumed long after gets the whole bound too.
+		began := op.StageStartedAt.Time
+		key := op.ID + "/" + op.Stage
+		if r.attempts == nil {
+			r.attempts = map[string]time.Time{}
+		}
+		if _, ok := r.attempts[key]; !ok {
+			r.attempts[key] = x.now
+		}
+		if first := r.attempts[key]; first.After(began) {
+			began = first
+		}
+		x.overdue = x.now.Sub(began) > b
 	}
 	if k.prepare != nil {
 		err := k.prepare(r, ctx, &x)
@@ -109,30 +122,73 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 
 const reasonCandidateUnreachable = "CandidateUnreachable"
 
-// promotionTarget connects to the candidate at Promoting. A candidate that stops answering there
-// may already be writable (the promotion may have run before it froze), so neither another
-// instance nor the old primary can be opened without risking two writable primaries: the stage
-// waits out its bound, then marks the cluster Degraded with what a person can do and stops,
-// the operation kept at its stage for resume.
+// promotionTarget connects to the candidate at Promoting and proves it is the server that was
+// elected: it must still hold what it held then (the fenced primary's set for a switchover, its
+// elected set for a failover), so a pod that came back on an empty volume is never promoted.
+// A candidate that stops answering there may already be writable (the promotion may have run
+// before it froze), so neither another instance nor the old primary can be opened without
+// risking two writable primaries: the stage waits out its bound, then takes the candidate out
+// of every Service, marks the cluster Degraded with what a person can do, and stops, the
+// operation kept at its stage for resume (or abort, once the candidate answers read-only).
 func (r *Runner) promotionTarget(ctx context.Context, x *stageEnv) (*topology.Instance, error) {
-	in, err := x.ss.connect(x.ev.Candidate)
-	if err == nil {
-		return in, nil
+	cand := x.ev.Candidate
+	in, err := x.ss.connect(cand)
+	if err != nil {
+		return nil, r.candidateUnreachable(ctx, x, err)
 	}
+	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Timeout: 2 * time.Second, Secrets: []string{string(x.creds.root)}})
+	if !s.Complete() {
+		return nil, r.candidateUnreachable(ctx, x, s.Err)
+	}
+	want := x.ev.CandidateGTIDSet
+	if x.op.Type == OperationSwitchover {
+		want = x.ev.FencedGTIDSet
+	}
+	if want != "" {
+		if n := missing(s, want); n != 0 {
+			msg := fmt.Sprintf("the candidate %s answers but no longer holds the transactions it held when it was chosen (%s; missing %d, -1: unknown): its volume may have been replaced, so it is not promoted; run 'abort %s' to roll back (it answers read-only)", cand, want, n, x.c.Name)
+			return nil, r.stopAtPromoting(ctx, x, "CandidateDiverged", msg)
+		}
+	}
+	return in, nil
+}
+
+// candidateUnreachable waits for a candidate that does not answer at Promoting, up to the bound.
+func (r *Runner) candidateUnreachable(ctx context.Context, x *stageEnv, err error) error {
 	if !x.overdue {
-		return nil, notYet("the candidate %s does not answer: %v", x.ev.Candidate, err)
+		return notYet("the candidate %s does not answer: %v", x.ev.Candidate, err)
 	}
-	msg := fmt.Sprintf("the candidate %s stopped answering at stage %s (%v); it may already be writable, so no other instance may be promoted: when it answers again run 'resume %s'; if its pod cannot come back, delete the pod (it restarts read-only) and run 'resume %s'",
-		x.ev.Candidate, x.op.Stage, err, x.c.Name, x.c.Name)
+	// It may be writable: out of the replica Service, at least (an API write, no SQL needed).
+	if lerr := r.labelRole(ctx, x.c, x.ev.Candidate, v1.RoleUnknown); lerr != nil {
+		return lerr
+	}
+	msg := fmt.Sprintf("the candidate %s stopped answering at stage %s (%v); it may already be writable, so no other instance may be promoted: when it answers again run 'resume %s'; if its pod cannot come back, delete the pod (it restarts read-only) and run 'resume %s' or 'abort %s'",
+		x.ev.Candidate, x.op.Stage, err, x.c.Name, x.c.Name, x.c.Name)
+	return r.stopAtPromoting(ctx, x, reasonCandidateUnreachable, msg)
+}
+
+// stopAtPromoting marks the cluster Degraded with the reason and ends the run, the operation
+// kept at its stage.
+func (r *Runner) stopAtPromoting(ctx context.Context, x *stageEnv, reason, msg string) error {
 	if perr := r.persist(ctx, x.c, x.op, x.op.Stage, func(s *v1.MysqlClusterStatus) {
 		s.Phase = v1.PhaseDegraded
 		s.Operation.Message = msg
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonCandidateUnreachable, Message: msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
 	}); perr != nil {
-		return nil, perr
+		return perr
 	}
-	r.event(ctx, x.c, true, reasonCandidateUnreachable, msg)
-	return nil, fmt.Errorf("%w: %s", outcome.ErrUnsafe, msg)
+	r.event(ctx, x.c, true, reason, msg)
+	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, msg)
+}
+
+// promoteAt runs the promotion; a candidate that stops answering during it is waited for like
+// one that did not answer before it.
+func (r *Runner) promoteAt(ctx context.Context, x *stageEnv, in *topology.Instance, acks int, oldRole v1.Role) (string, func(*v1.MysqlClusterStatus), error) {
+	change, err := r.promoteCandidate(ctx, x.c, x.ss, in, x.ev.Candidate, acks, x.old, oldRole)
+	if k := topology.KindOf(err); k == topology.ErrorRefused || k == topology.ErrorTimeout {
+		return "", nil, r.candidateUnreachable(ctx, x, err)
+	}
+	return StageMovingPrimary, change, err
 }
 
 // readyMembers returns the pods of the cluster's ordinals whose readiness the API reports.

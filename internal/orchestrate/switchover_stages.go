@@ -111,7 +111,7 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 }
 
 func (r *Runner) swPromoting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, old, members, ss := x.c, x.ev, x.old, x.members, x.ss
+	c, ev, members := x.c, x.ev, x.members
 	in, err := r.promotionTarget(ctx, x)
 	if err != nil {
 		return "", nil, err
@@ -122,8 +122,7 @@ func (r *Runner) swPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 			acks++
 		}
 	}
-	change, err := r.promoteCandidate(ctx, c, ss, in, ev.Candidate, acks, old, v1.RoleReplica)
-	return StageMovingPrimary, change, err
+	return r.promoteAt(ctx, x, in, acks, v1.RoleReplica)
 }
 
 func (r *Runner) swMovingPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {

@@ -297,54 +297,86 @@ func TestReconcileRefreshesPrimaryObservation(t *testing.T) {
 // TestCandidateFrozenAtPromoting: a switchover stops at Promoting and its candidate freezes. The
 // candidate may already be writable, so nothing else may be promoted and the old primary may not
 // be reopened: resume waits out the stage's bound, then stops with exit 4, the cluster Degraded
-// with what to do and the operation kept at Promoting. Once the candidate thaws, resume finishes
-// with exactly one writable instance.
+// with what to do, the candidate out of every Service and the operation kept at Promoting. Then
+// either the candidate thaws and resume finishes, or it restarts (read-only) and abort rolls
+// back; both end with exactly one writable instance.
 func TestCandidateFrozenAtPromoting(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	root := appCluster(t, ctx, "cf", 3)
-	defer deleteCluster(t, "cf")
-	old := getCluster(t, ctx, "cf").Status.CurrentPrimary
-	killAt(t, ctx, orchestrate.StagePromoting, "switchover", "cf")
-	c := getCluster(t, ctx, "cf")
-	if c.Status.Operation == nil || c.Status.Operation.Evidence == nil || c.Status.Operation.Evidence.Candidate == "" {
-		t.Fatalf("no switchover with a candidate recorded at Promoting: %+v", c.Status.Operation)
-	}
-	cand := c.Status.Operation.Evidence.Candidate
-	r.Freeze(t, "default", cand)
-	start := time.Now()
-	res := mysqlctl(t, "resume", "cf", "--timeout", "3m")
-	if res.code != 4 || !strings.Contains(res.stderr, "stopped answering") {
-		t.Fatalf("resume with a frozen candidate: want exit 4 naming it, got %d after %s\n%s", res.code, time.Since(start).Round(time.Second), res.stderr)
-	}
-	c = getCluster(t, ctx, "cf")
-	if c.Status.Phase != v1.PhaseDegraded || c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StagePromoting {
-		t.Fatalf("after the bound: phase %s, operation %+v; want Degraded with the switchover kept at Promoting", c.Status.Phase, c.Status.Operation)
-	}
-	if d := metaCondition(c, v1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, cand) {
-		t.Errorf("Degraded condition does not name the candidate: %+v", d)
-	}
-	if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, old), root)) {
-		t.Error("the old primary was reopened while the candidate may be writable")
-	}
-	r.Thaw(t, "default", cand)
-	if res := mysqlctl(t, "resume", "cf", "--timeout", "3m"); res.code != 0 {
-		t.Fatalf("resume after the candidate thawed: %d\n%s", res.code, res.stderr)
-	}
-	c = getCluster(t, ctx, "cf")
-	if c.Status.CurrentPrimary != cand || c.Status.Phase != v1.PhaseRunning {
-		t.Errorf("after resume: primary %s phase %s; want %s Running", c.Status.CurrentPrimary, c.Status.Phase, cand)
-	}
-	if d := metaCondition(c, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
-		t.Errorf("still Degraded after the switchover finished: %s", d.Message)
-	}
-	writable := 0
-	for _, p := range []string{"cf-0", "cf-1", "cf-2"} {
-		if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, p), root)) {
-			writable++
-		}
-	}
-	if writable != 1 {
-		t.Errorf("%d writable instances, want 1", writable)
+	for _, way := range []string{"thaw-resume", "restart-abort"} {
+		t.Run(way, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			name := "cf" + way[:1]
+			pods := []string{name + "-0", name + "-1", name + "-2"}
+			root := appCluster(t, ctx, name, 3)
+			defer deleteCluster(t, name)
+			old := getCluster(t, ctx, name).Status.CurrentPrimary
+			killAt(t, ctx, orchestrate.StagePromoting, "switchover", name)
+			c := getCluster(t, ctx, name)
+			if c.Status.Operation == nil || c.Status.Operation.Evidence == nil || c.Status.Operation.Evidence.Candidate == "" {
+				t.Fatalf("no switchover with a candidate recorded at Promoting: %+v", c.Status.Operation)
+			}
+			cand := c.Status.Operation.Evidence.Candidate
+			r.Freeze(t, "default", cand)
+			start := time.Now()
+			res := mysqlctl(t, "resume", name, "--timeout", "3m")
+			if res.code != 4 || !strings.Contains(res.stderr, "stopped answering") {
+				t.Fatalf("resume with a frozen candidate: want exit 4 naming it, got %d after %s\n%s", res.code, time.Since(start).Round(time.Second), res.stderr)
+			}
+			c = getCluster(t, ctx, name)
+			if c.Status.Phase != v1.PhaseDegraded || c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StagePromoting {
+				t.Fatalf("after the bound: phase %s, operation %+v; want Degraded with the switchover kept at Promoting", c.Status.Phase, c.Status.Operation)
+			}
+			if d := metaCondition(c, v1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, cand) {
+				t.Errorf("Degraded condition does not name the candidate: %+v", d)
+			}
+			if l := roleLabels(t, ctx, cand); strings.Contains(l, "replica") || strings.Contains(l, "primary") {
+				t.Errorf("the candidate that may be writable is still in a Service: %s", l)
+			}
+			if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, old), root)) {
+				t.Error("the old primary was reopened while the candidate may be writable")
+			}
+			want := cand
+			if way == "thaw-resume" {
+				r.Thaw(t, "default", cand)
+				if res := mysqlctl(t, "resume", name, "--timeout", "3m"); res.code != 0 {
+					t.Fatalf("resume after the candidate thawed: %d\n%s", res.code, res.stderr)
+				}
+			} else {
+				if res := mysqlctl(t, "abort", name); res.code != 4 {
+					t.Errorf("abort while the candidate is frozen: want exit 4, got %d\n%s", res.code, res.stderr)
+				}
+				r.Thaw(t, "default", cand)
+				if err := r.Inject(rig.Kill, "default", cand); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, ctx, "the candidate answers read-only after its restart", func() error {
+					var ro int
+					if err := db(t, mustPodAddr(t, ctx, cand), root).QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err != nil {
+						return err
+					}
+					if ro != 1 {
+						return fmt.Errorf("writable")
+					}
+					return nil
+				})
+				if res := mysqlctl(t, "abort", name); res.code != 0 {
+					t.Fatalf("abort with the candidate restarted read-only: %d\n%s", res.code, res.stderr)
+				}
+				want = old
+			}
+			c = getCluster(t, ctx, name)
+			if c.Status.CurrentPrimary != want || c.Status.Operation != nil {
+				t.Errorf("after the way out: primary %s, operation %+v; want %s and none", c.Status.CurrentPrimary, c.Status.Operation, want)
+			}
+			writable := 0
+			for _, p := range pods {
+				if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, p), root)) {
+					writable++
+				}
+			}
+			if writable != 1 {
+				t.Errorf("%d writable instances, want 1", writable)
+			}
+		})
 	}
 }

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// WatchOptions holds the watch command's flags.
+type WatchOptions struct {
+	f *cmdutil.Factory
+
+	Name          string
+	AllNamespaces bool
+	Selector      string
+	Output        string
+	Dialer        string
+	Grace         time.Duration
+}
+
+// NewCmdWatch supervises clusters until interrupted.
+func NewCmdWatch(f *cmdutil.Factory, runF func(*WatchOptions) error) *cobra.Command {
+	o := &WatchOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "watch [NAME | -A | -l SELECTOR]",
+		Short: "Supervise clusters: detect a dead primary and fail over by itself",
+		Long: `Watch supervises one cluster, every cluster in the namespace, or (-A) in every namespace, until
+it receives SIGINT or SIGTERM.
+
+Every failover.detectionInterval (default 1s) it checks each cluster's primary with a timeout
+shorter than the interval, and records the HA state with its evidence in status.ha:
+
+  Healthy            the primary answers and is writable
+  Suspected          it failed fewer than failover.failureThreshold consecutive checks, or it is
+                     unreachable from here while a replica still receives from it (unreachable is
+                     not dead: nothing is done), or no replica can vouch for its death
+  FailoverRequired   it failed the threshold of checks and every reachable replica lost it (or it
+                     restarted read-only): a failover starts at once, through the same recorded
+                     stages, evidence and refusals as the failover command
+  Degraded           a failover is needed but withheld: the last one finished inside
+                     failover.cooldown, or an automatic failover failed; the exact command a
+                     person would run is in the reason
+
+A refused connection (or a pod gone, or a read-only answer) is re-checked at a quarter of the
+interval; a silent primary at the full interval, because a frozen or partitioned server needs the
+replicas' view to tell it from a slow network. spec.paused or failover.auto=false: watch observes
+and reports only.
+
+An operation recorded in status whose holder stopped (a killed laptop, a cancelled CI job, a
+killed watch) is continued from its recorded stage once the holder's lease expires. Watch holds
+the cluster's Lease only while it acts, so switchover and failover can still be run by hand from
+another terminal.
+
+On SIGINT or SIGTERM the stage in hand finishes and records its successor (within --grace), the
+Lease is released, and watch exits 0; a later watch or 'resume' continues from the status.
+
+Output: one line per transition and action; with -o json, one JSON object per line.`,
+		Example: example(f,
+			"# Supervise one cluster",
+			"%[1]s watch demo",
+			"# Every cluster in every namespace, JSON lines for a log pipeline",
+			"%[1]s watch -A -o json"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return cmdutil.FlagErrorf("%s takes at most one cluster NAME, got %d arguments", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			if o.Name != "" && (o.AllNamespaces || o.Selector != "") {
+				return cmdutil.FlagErrorf("a cluster NAME goes without -A and -l")
+			}
+			if _, err := labels.Parse(o.Selector); err != nil {
+				return cmdutil.FlagErrorf("-l %q: %v", o.Selector, err)
+			}
+			if err := cmdutil.ValidateOutput(o.Output, "text", cmdutil.OutputJSON); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return o.Run(ctx)
+		},
+	}
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Supervise every cluster in every namespace")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Supervise only clusters with these labels (as kubectl -l)")
+	cmd.Flags().DurationVar(&o.Grace, "grace", 10*time.Second, "On SIGINT/SIGTERM, how long the stage in hand may take to finish")
+	cmdutil.AddOutputFlag(cmd, &o.Output, "text", cmdutil.OutputJSON)
+	addDialerFlag(cmd, &o.Dialer)
+	return cmd
+}
+
+// Run supervises until ctx ends.
+func (o *WatchOptions) Run(ctx context.Context) error {
+	c, err := o.f.Client()
+	if err != nil {
+		return err
+	}
+	connect, closeFn, err := o.f.Connector(o.Dialer)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ns := ""
+	if !o.AllNamespaces {
+		if ns, err = o.f.Namespace(); err != nil {
+			return err
+		}
+	}
+	if o.Name != "" {
+		if _, _, err := loadCluster(ctx, o.f, o.Name); err != nil {
+			return err
+		}
+	}
+	out := &transitionPrinter{f: o.f, json: o.Output == cmdutil.OutputJSON}
+	start := time.Now()
+	ios := o.f.IOStreams
+	sup := &orchestrate.Supervisor{
+		Runner: orchestrate.Runner{
+			Kube: c, Connect: connect, Holder: holderName(),
+			Progress: func(op v1.OperationStatus) {
+				fmt.Fprintf(ios.ErrOut, "[%6.1fs] %s %s %s\n", time.Since(start).Seconds(), op.ID, op.Type, op.Stage)
+			},
+		},
+		Report: out.print,
+		Grace:  o.Grace,
+	}
+	if stage := o.f.Getenv(failpointPauseAtStage); stage != "" {
+		// End-to-end tests: announce the stage, then hold until killed.
+		sup.Runner.BeforeStage = func(ctx context.Context, s string) {
+			if s == stage {
+				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
+				<-ctx.Done()
+			}
+		}
+	}
+	sel, _ := labels.Parse(o.Selector)
+	return superviseAll(ctx, c, sup, ns, o.Name, sel, out)
+}
+
+// superviseAll runs one supervisor per cluster, discovering clusters as they appear.
+func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervisor, ns, name string, sel labels.Selector, out *transitionPrinter) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	running := map[client.ObjectKey]bool{}
+	var mu sync.Mutex
+	start := func(key client.ObjectKey) {
+		mu.Lock()
+		defer mu.Unlock()
+		if running[key] {
+			return
+		}
+		running[key] = true
+		out.print(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "supervising"})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = sup.Watch(ctx, key)
+			mu.Lock()
+			delete(running, key)
+			mu.Unlock()
+		}()
+	}
+	if name != "" {
+		start(client.ObjectKey{Namespace: ns, Name: name})
+		wg.Wait()
+		return nil
+	}
+	for {
+		list := &v1.MysqlClusterList{}
+		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+		if ns != "" {
+			opts = append(opts, client.InNamespace(ns))
+		}
+		if err := c.List(ctx, list, opts...); err != nil && ctx.Err() == nil {
+			out.print(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
+		}
+		for i := range list.Items {
+			start(client.ObjectKeyFromObject(&list.Items[i]))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// transitionPrinter writes one line (or one JSON object) per transition.
+type transitionPrinter struct {
+	f    *cmdutil.Factory
+	json bool
+	mu   sync.Mutex
+}
+
+func (p *transitionPrinter) print(t orchestrate.Transition) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.f.IOStreams.Out
+	if p.json {
+		b, _ := json.Marshal(t)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	what := t.Action
+	if t.To != "" {
+		from := t.From
+		if from == "" {
+			from = "-"
+		}
+		what = from + " -> " + t.To
+	}
+	fmt.Fprintf(w, "%s %s/%s %s: %s\n", t.Time.UTC().Format("2006-01-02T15:04:05.000Z"), t.Namespace, t.Cluster, what, t.Reason)
+}

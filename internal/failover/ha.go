@@ -1,0 +1,103 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+)
+
+// HA states, as the supervisor records them in status.ha (the API's HAState values).
+const (
+	HAHealthy          = "Healthy"
+	HASuspected        = "Suspected"
+	HAFailoverRequired = "FailoverRequired"
+	HADegraded         = "Degraded"
+)
+
+// Policy is what the cluster's spec allows the supervisor to do.
+type Policy struct {
+	// Threshold is failover.failureThreshold: consecutive failed checks that declare death.
+	Threshold int
+	// Interval is failover.detectionInterval.
+	Interval time.Duration
+	// Auto is failover.auto; Paused is spec.paused. Either stops automatic failover.
+	Auto, Paused bool
+	// Cooldown is failover.cooldown, counted from LastFailover.
+	Cooldown time.Duration
+	// LastFailover is when the last failover finished (zero: never).
+	LastFailover time.Time
+}
+
+// Assessment is the supervisor's decision after one check.
+type Assessment struct {
+	// State is the HA state to record.
+	State string
+	// Reason explains the state in one sentence.
+	Reason string
+	// Failover is true when an automatic failover must start now.
+	Failover bool
+	// Next is when to check again: a fraction of the interval while a strong signal (a refused
+	// connection, a pod gone, a read-only answer) is being confirmed, the interval otherwise.
+	Next time.Duration
+}
+
+// FailedChecks counts the consecutive checks at the end of checks in which the primary was not
+// alive (unreachable or read-only), for one pod incarnation.
+func FailedChecks(checks []Check) int {
+	n := 0
+	for i := len(checks) - 1; i >= 0; i-- {
+		c := checks[i]
+		if c.Reachable && c.Writable || c.PodUID != checks[len(checks)-1].PodUID {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// strong reports whether a failed check is a signal that confirms fast: nothing listens, the pod
+// is gone, or the server itself says it is read-only. A silent primary (a timeout) is not: a
+// frozen or partitioned server needs the full interval between checks.
+func (c Check) strong() bool {
+	return c.Refused || c.PodState != "" || c.Reachable && !c.Writable
+}
+
+// Assess decides the HA state from the consecutive checks of the primary (oldest first) and the
+// judgement over them (Judge's, with the members' view), under the cluster's policy, at now.
+// It never fails over a primary that answers writable, one that any replica still receives
+// from, or one no replica can vouch for; a death inside the cooldown, or with automatic
+// failover off, is reported with the command a person would run.
+func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) Assessment {
+	if p.Threshold <= 0 {
+		p.Threshold = 3
+	}
+	if p.Interval <= 0 {
+		p.Interval = time.Second
+	}
+	failed := FailedChecks(checks)
+	if failed == 0 {
+		return Assessment{State: HAHealthy, Reason: "the primary answers and is writable", Next: p.Interval}
+	}
+	next := p.Interval
+	if checks[len(checks)-1].strong() {
+		next = max(p.Interval/4, 50*time.Millisecond)
+	}
+	down := j.Verdict == Dead || j.Verdict == ReadOnly
+	if failed < p.Threshold || !down {
+		reason := j.Reason
+		if failed < p.Threshold {
+			reason = fmt.Sprintf("the primary failed %d of the %d consecutive checks required: %s", failed, p.Threshold, j.Reason)
+		}
+		return Assessment{State: HASuspected, Reason: reason, Next: next}
+	}
+	cmd := fmt.Sprintf("mysqlctl failover %s", name)
+	switch {
+	case p.Paused:
+		return Assessment{State: HAFailoverRequired, Reason: j.Reason + "; spec.paused is set, so nothing is done automatically: run '" + cmd + "'", Next: p.Interval}
+	case !p.Auto:
+		return Assessment{State: HAFailoverRequired, Reason: j.Reason + "; failover.auto is false: run '" + cmd + "'", Next: p.Interval}
+	case !p.LastFailover.IsZero() && now.Sub(p.LastFailover) < p.Cooldown:
+		return Assessment{State: HADegraded, Reason: fmt.Sprintf("%s; the last failover finished %s ago, inside failover.cooldown (%s), so no automatic failover (anti-flapping): run '%s' if a person judges it safe",
+			j.Reason, now.Sub(p.LastFailover).Round(time.Second), p.Cooldown, cmd), Next: p.Interval}
+	}
+	return Assessment{State: HAFailoverRequired, Reason: j.Reason, Failover: true, Next: p.Interval}
+}

@@ -1,0 +1,48 @@
+package failover
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAssess(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	refused := Check{PodUID: "a", Refused: true, Detail: "connection refused"}
+	silent := Check{PodUID: "a", Detail: "i/o timeout"}
+	alive := Check{PodUID: "a", Reachable: true, Writable: true}
+	ro := Check{PodUID: "a", Reachable: true}
+	dead := Judgement{Verdict: Dead, Reason: "dead"}
+	unreach := Judgement{Verdict: Unreachable, Reason: "replicas still receive"}
+	auto := Policy{Threshold: 3, Interval: time.Second, Auto: true, Cooldown: 5 * time.Minute}
+	cases := []struct {
+		name     string
+		checks   []Check
+		j        Judgement
+		p        Policy
+		state    string
+		failover bool
+		next     time.Duration
+		reason   string
+	}{
+		{"alive", []Check{refused, alive}, Judgement{Verdict: Alive}, auto, HAHealthy, false, time.Second, "writable"},
+		{"one refusal is suspicion, re-checked fast", []Check{alive, refused}, dead, auto, HASuspected, false, 250 * time.Millisecond, "1 of the 3"},
+		{"a silent primary is re-checked at the interval", []Check{silent, silent}, unreach, auto, HASuspected, false, time.Second, "2 of the 3"},
+		{"threshold reached and replicas agree", []Check{refused, refused, refused}, dead, auto, HAFailoverRequired, true, time.Second, "dead"},
+		{"restarted read-only counts with refusals", []Check{refused, refused, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HAFailoverRequired, true, time.Second, "read-only"},
+		{"replicas still receive: never", []Check{silent, silent, silent, silent}, unreach, auto, HASuspected, false, time.Second, "still receive"},
+		{"a new pod incarnation starts afresh", []Check{refused, refused, {PodUID: "b", Refused: true}}, dead, auto, HASuspected, false, 250 * time.Millisecond, "1 of the 3"},
+		{"paused", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Paused: true}, HAFailoverRequired, false, time.Second, "spec.paused"},
+		{"auto off", []Check{refused, refused, refused}, dead, Policy{Threshold: 3}, HAFailoverRequired, false, time.Second, "failover.auto is false"},
+		{"inside the cooldown", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute)}, HADegraded, false, time.Second, "mysqlctl failover demo"},
+		{"past the cooldown", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-6 * time.Minute)}, HAFailoverRequired, true, time.Second, "dead"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Assess("demo", tc.checks, tc.j, tc.p, now)
+			if a.State != tc.state || a.Failover != tc.failover || a.Next != tc.next || !strings.Contains(a.Reason, tc.reason) {
+				t.Errorf("Assess = %+v; want state %s failover %v next %s reason containing %q", a, tc.state, tc.failover, tc.next, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,376 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// Supervisor is `watch`: it checks a cluster's primary every failover.detectionInterval, records
+// the HA state with its evidence in status.ha, fails over by itself when the primary is proven
+// dead (through the same persisted operation as the failover command), and resumes operations
+// whose holder died. It acts only under the cluster's Lease; between actions it holds nothing,
+// so commands run from another terminal are not locked out.
+type Supervisor struct {
+	// Runner is the template of every action: Kube, Connect, Holder, Progress and test hooks.
+	// Each action runs on a copy that holds the Lease.
+	Runner Runner
+	// Report, when set, is told every HA state change and every action.
+	Report func(Transition)
+	// Grace is how long a stopping supervisor lets the stage in hand finish (default 10s).
+	Grace time.Duration
+}
+
+// Transition is one change the supervisor saw or made.
+type Transition struct {
+	Time      time.Time `json:"time"`
+	Namespace string    `json:"namespace"`
+	Cluster   string    `json:"cluster"`
+	// From and To are HA states; Action names what the supervisor did ("failover", "resume").
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Action  string `json:"action,omitempty"`
+	Primary string `json:"primary,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// watcher is the supervisor's memory of one cluster between checks.
+type watcher struct {
+	s      *Supervisor
+	key    client.ObjectKey
+	checks []failover.Check
+	seeded bool
+	held   string // the operation last found held by a live actor, reported once
+	// stopping is closed when the supervisor is told to stop: actions finish the stage in hand.
+	stopping <-chan struct{}
+}
+
+// Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
+// Grace, and returns nil) or the cluster is deleted.
+func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
+	w := &watcher{s: s, key: key, stopping: ctx.Done()}
+	// Actions outlive ctx by the grace period, so that a stage's action and its status write
+	// are not cut apart by a signal.
+	grace := s.Grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	for ctx.Err() == nil {
+		next, err := w.tick(actx)
+		switch {
+		case apierrors.IsNotFound(err):
+			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
+			return nil
+		case err != nil && ctx.Err() == nil:
+			w.report(Transition{Action: "error", Reason: err.Error()})
+		}
+		if err := sleepCtx(ctx, next); err != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (w *watcher) report(t Transition) {
+	if w.s.Report == nil {
+		return
+	}
+	if t.Time.IsZero() {
+		t.Time = w.s.Runner.now()
+	}
+	t.Namespace, t.Cluster = w.key.Namespace, w.key.Name
+	w.s.Report(t)
+}
+
+func detectionInterval(c *v1.MysqlCluster) time.Duration {
+	if d := c.Spec.Failover.DetectionInterval; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return time.Second
+}
+
+func failoverCooldown(c *v1.MysqlCluster) time.Duration {
+	if d := c.Spec.Failover.Cooldown; d != nil {
+		return d.Duration
+	}
+	return 5 * time.Minute
+}
+
+func policyOf(c *v1.MysqlCluster) failover.Policy {
+	p := failover.Policy{
+		Threshold: int(c.Spec.Failover.FailureThreshold), Interval: detectionInterval(c),
+		Auto: c.Spec.Failover.Auto == nil || *c.Spec.Failover.Auto, Paused: c.Spec.Paused, Cooldown: failoverCooldown(c),
+	}
+	if h := c.Status.HA; h != nil && h.LastFailover != nil {
+		p.LastFailover = h.LastFailover.Time
+	}
+	return p
+}
+
+// observeOnly is the Lease of the supervisor's observations: they must never change a server.
+type observeOnly struct{}
+
+func (observeOnly) Check() error {
+	return errors.New("the supervisor only observes outside an action under the Lease")
+}
+func (observeOnly) ValidUntil() time.Time { return time.Time{} }
+
+// tick checks the cluster once and acts on what it finds; it returns when to check again.
+func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
+	obs := w.s.Runner
+	obs.Lease = observeOnly{}
+	c := &v1.MysqlCluster{}
+	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
+		return time.Second, err
+	}
+	interval := detectionInterval(c)
+	if op := c.Status.Operation; op != nil {
+		w.checks = nil
+		return interval, w.resume(ctx, c, op)
+	}
+	w.held = ""
+	primary := c.Status.CurrentPrimary
+	if primary == "" {
+		return interval, nil // not bootstrapped: nothing to supervise yet
+	}
+	if !w.seeded {
+		w.seed(c)
+	}
+	v, err := obs.failoverView(ctx, c, primary)
+	if err != nil {
+		return interval, err
+	}
+	creds, err := obs.credentials(ctx, c)
+	if err != nil {
+		return interval, err
+	}
+	// A check's timeout is shorter than the interval, so checks never pile up.
+	ch := obs.checkPrimary(ctx, v, creds, max(interval*3/4, 100*time.Millisecond))
+	w.checks = append(w.checks, ch)
+	if len(w.checks) > 100 {
+		w.checks = w.checks[len(w.checks)-100:]
+	}
+	j := failover.Judgement{Verdict: failover.Alive}
+	if !ch.Reachable || !ch.Writable {
+		ss := obs.openSessions(ctx, v.ready, creds)
+		members, _ := v.members(c, ss)
+		ss.close()
+		j = failover.Judge(primary, v.oldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
+	} else if p := v.pods[primary]; p != nil {
+		// The receiver fence's deadline counts from the last observation of the primary.
+		refresh := w.s.Runner
+		refresh.Lease = nil
+		_ = refresh.refreshPrimarySeen(ctx, c, p, creds)
+	}
+	a := failover.Assess(c.Name, w.checks, j, policyOf(c), obs.now())
+	if err := w.record(ctx, c, a, j, ch); err != nil {
+		return interval, err
+	}
+	if !a.Failover {
+		return a.Next, nil
+	}
+	err = w.failover(ctx, c)
+	w.checks = nil
+	return interval, err
+}
+
+// seed continues the debounce a previous supervisor recorded: its consecutive failed checks of
+// the same pod incarnation count.
+func (w *watcher) seed(c *v1.MysqlCluster) {
+	w.seeded = true
+	h := c.Status.HA
+	if h == nil || h.FailedChecks <= 0 || h.SuspectedPodUID == "" {
+		return
+	}
+	for range min(int(h.FailedChecks), 100) {
+		w.checks = append(w.checks, failover.Check{PodUID: h.SuspectedPodUID, Detail: "failed check recorded by an earlier supervisor"})
+	}
+}
+
+// record writes the HA state when it or the count of failed checks changed, and reports a
+// changed state as an Event and a Transition. It never writes while an operation is recorded:
+// the operation owns status.ha then.
+func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Assessment, j failover.Judgement, ch failover.Check) error {
+	failed := int32(failover.FailedChecks(w.checks))
+	uid := ""
+	if failed > 0 {
+		uid = ch.PodUID
+	}
+	prev := ""
+	if h := c.Status.HA; h != nil {
+		prev = string(h.State)
+		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid {
+			return nil
+		}
+	}
+	now := metav1.NewTime(w.s.Runner.now())
+	evidence := append([]string{a.Reason}, j.Evidence...)
+	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil {
+			return errLostRace
+		}
+		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence)
+		s.HA.FailedChecks, s.HA.SuspectedPodUID = failed, uid
+		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+		switch {
+		case a.State == failover.HADegraded:
+			s.Phase = v1.PhaseDegraded
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: a.Reason})
+		case a.State == failover.HAHealthy && d != nil && d.Status == metav1.ConditionTrue && d.Reason == reasonFailoverWithheld:
+			s.Phase = v1.PhaseRunning
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "PrimaryHealthy", Message: a.Reason})
+		}
+		return nil
+	})
+	if errors.Is(err, errLostRace) || err != nil || prev == a.State {
+		if errors.Is(err, errLostRace) {
+			return nil
+		}
+		return err
+	}
+	w.s.Runner.event(ctx, c, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
+	w.report(Transition{From: prev, To: a.State, Primary: c.Status.CurrentPrimary, Reason: a.Reason})
+	return nil
+}
+
+const reasonFailoverWithheld = "AutomaticFailoverWithheld"
+
+// withLease runs fn on a copy of the template Runner that holds the cluster's Lease. wait says
+// whether to wait for a holder that stopped renewing (to continue its operation) or to give up
+// at once when the cluster is held.
+func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, fn func(context.Context, *Runner) error) error {
+	r := w.s.Runner
+	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, LeaseOptions{Wait: wait})
+	if err != nil {
+		return err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	r.Epoch, r.Lease, r.Stop = lease.Epoch, lease, w.stopping
+	return fn(lctx, &r)
+}
+
+// failover starts an automatic failover from the supervisor's checks. One that ends without a
+// new primary is not retried automatically inside the cooldown: the cluster is Degraded with
+// what a person can do.
+func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
+	started := w.s.Runner.now()
+	w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
+	err := w.withLease(ctx, c, false, func(ctx context.Context, r *Runner) error {
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, Automatic: true})
+	})
+	if errors.Is(err, outcome.ErrHeld) {
+		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
+		return nil
+	}
+	after := &v1.MysqlCluster{}
+	if gerr := w.s.Runner.Kube.Get(ctx, w.key, after); gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	if err == nil {
+		w.report(Transition{Action: "failover", Primary: after.Status.CurrentPrimary, Reason: "failover succeeded: " + lastMessage(after, OperationFailover)})
+		return nil
+	}
+	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
+	if after.Status.Operation != nil {
+		return nil // interrupted: the next tick resumes it
+	}
+	// Ended without a new primary (refused, or Degraded): the attempt starts the cooldown, so a
+	// person decides what comes next instead of a retry every interval.
+	for _, h := range after.Status.History {
+		if h.Type == OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
+			return w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)
+		}
+	}
+	return nil
+}
+
+// withhold records that automatic failover is withheld after a failed attempt.
+func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Time, why string) error {
+	msg := fmt.Sprintf("%s; no automatic failover for failover.cooldown (%s): run 'mysqlctl failover %s' once a person has looked", why, failoverCooldown(c), c.Name)
+	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil {
+			return errLostRace
+		}
+		s.HA = haState(s.HA, v1.HADegraded, at, []string{msg})
+		s.HA.LastFailover = &at
+		s.Phase = v1.PhaseDegraded
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: msg})
+		return nil
+	})
+	if errors.Is(err, errLostRace) {
+		return nil
+	}
+	w.s.Runner.event(ctx, c, true, "HA"+string(v1.HADegraded), msg)
+	w.report(Transition{To: string(v1.HADegraded), Reason: msg})
+	return err
+}
+
+// resume continues an operation whose holder died. A live holder is left alone (reported once).
+func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus) error {
+	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
+		cur := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
+			return err
+		}
+		op := cur.Status.Operation
+		if op == nil {
+			return nil // finished while the lease was awaited
+		}
+		w.report(Transition{Action: "resume", Reason: fmt.Sprintf("continuing the %s %s from stage %s (its holder %s stopped)", op.Type, op.ID, op.Stage, op.Holder)})
+		switch op.Type {
+		case OperationBootstrap:
+			return r.Bootstrap(ctx, w.key)
+		case OperationConverge:
+			return r.Converge(ctx, w.key)
+		case OperationSwitchover:
+			return r.Switchover(ctx, w.key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
+		case OperationFailover:
+			return r.Failover(ctx, w.key, FailoverOptions{To: op.Target, ResumeOnly: true})
+		}
+		return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
+	})
+	if errors.Is(err, outcome.ErrHeld) {
+		if w.held != op.ID {
+			w.held = op.ID
+			w.report(Transition{Action: "observe", Reason: fmt.Sprintf("the %s %s is in progress at stage %s, held by %s", op.Type, op.ID, op.Stage, op.Holder)})
+		}
+		return nil
+	}
+	if err == nil || errors.Is(err, ErrStopped) {
+		return nil
+	}
+	return fmt.Errorf("resuming the %s %s: %w", op.Type, op.ID, err)
+}
+
+// lastMessage is the newest history message of the type.
+func lastMessage(c *v1.MysqlCluster, typ string) string {
+	for _, h := range c.Status.History {
+		if h.Type == typ {
+			return strings.TrimSpace(h.Message)
+		}
+	}
+	return ""
+}
