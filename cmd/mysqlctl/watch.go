@@ -54,7 +54,7 @@ shorter than the interval, and records the HA state with its evidence in status.
                      failover.cooldown, or an automatic failover failed; the exact command a
                      person would run is in the reason
 
-A refused connection (or a pod gone, or a read-only answer) is re-checked at a quarter of the
+A refused connection (or a pod gone, or a read-only answer) is re-checked at an eighth of the
 interval; a silent primary at the full interval, because a frozen or partitioned server needs the
 replicas' view to tell it from a slow network. spec.paused or failover.auto=false: watch observes
 and reports only.

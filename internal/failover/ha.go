@@ -79,13 +79,16 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	}
 	next := p.Interval
 	if checks[len(checks)-1].strong() {
-		next = max(p.Interval/4, 50*time.Millisecond)
+		next = max(p.Interval/8, 50*time.Millisecond)
 	}
 	down := j.Verdict == Dead || j.Verdict == ReadOnly
 	if failed < p.Threshold || !down {
 		reason := j.Reason
 		if failed < p.Threshold {
-			reason = fmt.Sprintf("the primary failed %d of the %d consecutive checks required: %s", failed, p.Threshold, j.Reason)
+			reason = fmt.Sprintf("the primary failed %d of the %d consecutive checks required", failed, p.Threshold)
+			if j.Verdict == ReadOnly {
+				reason += ": " + j.Reason
+			}
 		}
 		return Assessment{State: HASuspected, Reason: reason, Next: next}
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +18,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
 // Supervisor is `watch`: it checks a cluster's primary every failover.detectionInterval, records
@@ -52,6 +56,12 @@ type watcher struct {
 	checks []failover.Check
 	seeded bool
 	held   string // the operation last found held by a live actor, reported once
+	// wake makes the next check start at once (the sentinel session on the primary ended).
+	wake chan struct{}
+	// sentinel is the primary incarnation (pod UID and address) watched by a sentinel session.
+	sentinel      string
+	sentinelAlive atomic.Bool
+	sentinelStop  context.CancelFunc
 	// stopping is closed when the supervisor is told to stop: actions finish the stage in hand.
 	stopping <-chan struct{}
 }
@@ -59,7 +69,12 @@ type watcher struct {
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
 // Grace, and returns nil) or the cluster is deleted.
 func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
-	w := &watcher{s: s, key: key, stopping: ctx.Done()}
+	w := &watcher{s: s, key: key, stopping: ctx.Done(), wake: make(chan struct{}, 1)}
+	defer func() {
+		if w.sentinelStop != nil {
+			w.sentinelStop()
+		}
+	}()
 	// Actions outlive ctx by the grace period, so that a stage's action and its status write
 	// are not cut apart by a signal.
 	grace := s.Grace
@@ -87,11 +102,49 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		case err != nil && ctx.Err() == nil:
 			w.report(Transition{Action: "error", Reason: err.Error()})
 		}
-		if err := sleepCtx(ctx, next); err != nil {
-			break
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-w.wake:
 		}
+		t.Stop()
 	}
 	return nil
+}
+
+// watchSentinel keeps a sentinel session on the primary incarnation: when it ends early (the
+// server died and its socket closed), the next check starts at once.
+func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, creds credentials) {
+	id := string(p.UID) + "/" + p.Status.PodIP
+	if w.sentinel == id && w.sentinelAlive.Load() {
+		return
+	}
+	if w.sentinelStop != nil {
+		w.sentinelStop()
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	w.sentinel, w.sentinelStop = id, cancel
+	w.sentinelAlive.Store(true)
+	go func() {
+		defer w.sentinelAlive.Store(false)
+		in, err := r.connect(sctx, p, topology.Credentials{User: "root", Password: creds.root})
+		if err != nil {
+			return
+		}
+		defer func() { _ = in.Close() }()
+		for sctx.Err() == nil {
+			if err := in.Sentinel(sctx, 5*time.Second); err != nil {
+				if sctx.Err() == nil {
+					select {
+					case w.wake <- struct{}{}:
+					default:
+					}
+				}
+				return
+			}
+		}
+	}()
 }
 
 func (w *watcher) report(t Transition) {
@@ -180,6 +233,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		ss.close()
 		j = failover.Judge(primary, v.oldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
 	} else if p := v.pods[primary]; p != nil {
+		w.watchSentinel(ctx, obs, p, creds)
 		// The receiver fence's deadline counts from the last observation of the primary.
 		refresh := w.s.Runner
 		refresh.Lease = nil

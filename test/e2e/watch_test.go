@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// watchProc is a `watch` process running in the background.
+type watchProc struct {
+	cmd          *exec.Cmd
+	mu           *sync.Mutex
+	stdout, errb *bytes.Buffer
+	done         chan struct{}
+	err          error
+}
+
+// startWatch runs `mysqlctl watch ARGS -o json` with the extra environment.
+func startWatch(t *testing.T, env []string, args ...string) *watchProc {
+	t.Helper()
+	cmd := exec.Command(bin, append(append([]string{"watch"}, args...), "-o", "json", "--kubeconfig", r.Kubeconfig, "-n", "default")...)
+	cmd.Env = append(append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct"), env...)
+	w := &watchProc{cmd: cmd, mu: &sync.Mutex{}, stdout: &bytes.Buffer{}, errb: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = syncWriter{w.mu, w.stdout}, syncWriter{w.mu, w.errb}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.err = cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+		if t.Failed() {
+			t.Logf("watch output:\n%s\nstderr:\n%s", w.output(), w.stderr())
+		}
+	})
+	return w
+}
+
+func (w *watchProc) output() string { w.mu.Lock(); defer w.mu.Unlock(); return w.stdout.String() }
+func (w *watchProc) stderr() string { w.mu.Lock(); defer w.mu.Unlock(); return w.errb.String() }
+
+// transitions parses the JSON lines printed so far.
+func (w *watchProc) transitions(t *testing.T) []orchestrate.Transition {
+	var out []orchestrate.Transition
+	for _, l := range strings.Split(strings.TrimSpace(w.output()), "\n") {
+		if l == "" {
+			continue
+		}
+		var tr orchestrate.Transition
+		if err := json.Unmarshal([]byte(l), &tr); err != nil {
+			t.Fatalf("watch -o json printed a line that is not JSON: %q", l)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// actions counts the transitions with the action whose reason contains text.
+func (w *watchProc) actions(t *testing.T, action, text string) int {
+	n := 0
+	for _, tr := range w.transitions(t) {
+		if tr.Action == action && strings.Contains(tr.Reason, text) {
+			n++
+		}
+	}
+	return n
+}
+
+// stop sends SIGTERM and returns the exit code and how long the process took to end.
+func (w *watchProc) stop(t *testing.T) (int, time.Duration) {
+	start := time.Now()
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not end within 30s of SIGTERM")
+	}
+	var ee *exec.ExitError
+	if errors.As(w.err, &ee) {
+		return ee.ExitCode(), time.Since(start)
+	}
+	return 0, time.Since(start)
+}
+
+func writableCount(t *testing.T, ctx context.Context, root string, pods ...string) int {
+	n := 0
+	for _, p := range pods {
+		var ro int
+		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err == nil && ro == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchFailsOverByItself: with `watch` running and a writer on the primary Service, a
+// replica's kill causes no failover; the primary's kill -9 is failed over with no command typed,
+// ending with one writable instance that holds every acknowledged write; a second primary kill
+// inside the cooldown is not failed over automatically (Degraded, with the command to run), and
+// that command works; SIGTERM ends watch with exit 0 within seconds.
+func TestWatchFailsOverByItself(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "wa", 3)
+	defer deleteCluster(t, "wa")
+	pods := []string{"wa-0", "wa-1", "wa-2"}
+	w := startWatch(t, nil, "wa")
+	wr, stopWriter := startWriter(ctx, "wa")
+	defer stopWriter()
+	eventually(t, ctx, "watch supervising", func() error {
+		if w.actions(t, "watch", "supervising") == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	primary := getCluster(t, ctx, "wa").Status.CurrentPrimary
+
+	// A replica dies: not a reason to fail over.
+	replica := "wa-1"
+	if primary == replica {
+		replica = "wa-2"
+	}
+	if err := r.Inject(rig.Kill, "default", replica); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	if c := getCluster(t, ctx, "wa"); c.Status.CurrentPrimary != primary || c.Status.Operation != nil || w.actions(t, "failover", "") > 0 {
+		t.Fatalf("a replica's death moved the primary or started a failover: primary %s, operation %+v\n%s", c.Status.CurrentPrimary, c.Status.Operation, w.output())
+	}
+
+	// The primary dies.
+	killed := time.Now()
+	if err := r.Inject(rig.Kill, "default", primary); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	eventually(t, ctx, "an automatic failover", func() error {
+		c := getCluster(t, ctx, "wa")
+		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+		}
+		next = c.Status.CurrentPrimary
+		return nil
+	})
+	eventually(t, ctx, "a write acknowledged by the new primary", func() error {
+		if _, ok := wr.firstAckAfter(killed); !ok {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	ack, _ := wr.firstAckAfter(killed)
+	t.Logf("kill -9 of %s at %s to the first acknowledged write on %s: %s", primary, killed.UTC().Format("15:04:05.000"), next, ack.Sub(killed).Round(time.Millisecond))
+	if os.Getenv("WATCH_DEBUG") != "" {
+		t.Logf("%s\n%s", w.output(), w.stderr())
+	}
+	c := getCluster(t, ctx, "wa")
+	if h := c.Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Succeeded" {
+		t.Fatalf("history does not start with a succeeded failover: %+v", h)
+	}
+	if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy || c.Status.HA.LastFailover == nil {
+		t.Errorf("status.ha after the failover: %+v", c.Status.HA)
+	}
+	if n := writableCount(t, ctx, root, pods...); n != 1 {
+		t.Errorf("%d writable instances after the automatic failover, want 1", n)
+	}
+	stopWriter()
+	holdsAcked(t, ctx, next, db(t, mustPodAddr(t, ctx, next), root), wr.acked)
+	reasons, texts := eventReasons(t, ctx, "wa")
+	requireEvents(t, reasons, texts, "HASuspected", "PrimaryConfirmedDown", "Promoted")
+
+	// Inside the cooldown a second death is not failed over by itself.
+	if err := r.Inject(rig.Kill, "default", next); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "Degraded with the automatic failover withheld", func() error {
+		c := getCluster(t, ctx, "wa")
+		if c.Status.HA == nil || c.Status.HA.State != v1.HADegraded {
+			return fmt.Errorf("ha %+v", c.Status.HA)
+		}
+		return nil
+	})
+	c = getCluster(t, ctx, "wa")
+	if c.Status.CurrentPrimary != next || !strings.Contains(strings.Join(c.Status.HA.Evidence, " "), "mysqlctl failover wa") {
+		t.Errorf("inside the cooldown: primary %s (want %s unchanged), evidence %q", c.Status.CurrentPrimary, next, c.Status.HA.Evidence)
+	}
+	if res := mysqlctl(t, "failover", "wa", "--timeout", "2m"); res.code != 0 {
+		t.Fatalf("the manual failover inside the cooldown: %d\n%s", res.code, res.stderr)
+	}
+	c = getCluster(t, ctx, "wa")
+	if c.Status.CurrentPrimary == next || writableCount(t, ctx, root, pods...) != 1 {
+		t.Errorf("after the manual failover: primary %s, %d writable", c.Status.CurrentPrimary, writableCount(t, ctx, root, pods...))
+	}
+	eventually(t, ctx, "watch sees the new primary Healthy", func() error {
+		if c := getCluster(t, ctx, "wa"); c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy || c.Status.Phase != v1.PhaseRunning {
+			return fmt.Errorf("ha %+v phase %s", c.Status.HA, c.Status.Phase)
+		}
+		return nil
+	})
+	if n := w.actions(t, "failover", "the primary is dead"); n != 1 {
+		t.Errorf("watch started %d automatic failovers, want 1", n)
+	}
+	code, took := w.stop(t)
+	if code != 0 || took > 5*time.Second {
+		t.Errorf("SIGTERM: exit %d after %s; want 0 within 5s", code, took)
+	}
+	noPasswords(t, secret(t, ctx, "wa"), w.output(), w.stderr())
+}
