@@ -107,6 +107,8 @@ type Runner struct {
 	// attempts is when this Runner first ran each stage of an operation (bounds count from it
 	// when the stage was recorded earlier, by a run that ended).
 	attempts map[string]time.Time
+	// silent is when refence last found an old primary (pod UID and address) not answering.
+	silent map[string]time.Time
 }
 
 // LeaseChecker proves that an actor still holds the cluster (see Lease.Check).
@@ -218,7 +220,7 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 				if !converge {
 					return nil
 				}
-				ok, err := r.replicasConverged(ctx, cluster)
+				ok, err := r.replicasConverged(ctx, cluster, true)
 				if err != nil || ok {
 					return err
 				}
@@ -477,8 +479,10 @@ func quarantined(c *v1.MysqlCluster, name string) bool {
 }
 
 // replicasConverged observes every non-quarantined replica and reports whether each replicates
-// from the recorded primary with both threads running.
-func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
+// from the recorded primary with both threads running. With act, labels are made to follow the
+// observed roles and the primary's observation is refreshed (under the caller's lease); without,
+// it only looks, and a wrong label counts as not converged.
+func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act bool) (bool, error) {
 	pods, err := r.pods(ctx, c)
 	if err != nil {
 		return false, err
@@ -522,10 +526,16 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster) (boo
 		}
 		// Labels follow the observed role: a replica that replicates is in the replica Service.
 		if p.Labels[LabelRole] != string(v1.RoleReplica) {
+			if !act {
+				return false, nil
+			}
 			if err := r.labelRole(ctx, c, p.Name, v1.RoleReplica); err != nil {
 				return false, err
 			}
 		}
+	}
+	if !act {
+		return true, nil
 	}
 	return true, r.refreshPrimarySeen(ctx, c, primaryPod, creds)
 }

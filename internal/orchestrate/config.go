@@ -16,8 +16,10 @@ import (
 const ConfigFileName = "mysqlctl.cnf"
 
 // ReplicaNetTimeout is how long a replica waits for data (or a heartbeat, sent every half of
-// it) before it reconnects: how fast replicas can corroborate that a silent primary is gone.
-const ReplicaNetTimeout = 4 * time.Second
+// it) before it reconnects: how fast replicas can corroborate that a silent primary is gone, and
+// how long stopping a receiver stuck connecting to a silent primary can take. A healthy primary
+// sends a heartbeat every second, so a replica never gives up on one that is merely idle.
+const ReplicaNetTimeout = 2 * time.Second
 
 // RenderMyCnf renders the [mysqld] section for the cluster's flavor: GTID replication with
 // binary logs on every instance (any replica may become primary), durable flushing (an

@@ -63,8 +63,11 @@ type FailoverOptions struct {
 	// ResumeOnly continues the recorded failover and never starts one.
 	ResumeOnly bool
 	// Detected are the supervisor's consecutive failed checks of the primary, oldest first:
-	// Confirming continues from them with one fresh check instead of starting over.
-	Detected []failover.Check
+	// Confirming continues from them instead of starting over. DetectedAt is when the last of
+	// them ended: within one detection interval of it no fresh check is needed (the members'
+	// view is always observed afresh).
+	Detected   []failover.Check
+	DetectedAt time.Time
 	// Automatic marks a failover the supervisor (watch) started by itself.
 	Automatic bool
 }
@@ -567,7 +570,15 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	deadline := r.now().Add(time.Duration(threshold)*interval + 2*ReplicaNetTimeout)
 	checks := slices.Clone(opts.Detected)
 	var last time.Time
+	fresh := len(checks) >= threshold && !opts.DetectedAt.IsZero() && r.now().Sub(opts.DetectedAt) < interval
 	for {
+		if fresh {
+			fresh = false
+			members, _ := v.members(c, ss)
+			if j := failover.Judge(v.old, v.oldSource, checks, threshold, members); j.Verdict == failover.Dead || j.Verdict == failover.ReadOnly {
+				return j
+			}
+		}
 		// Checks start detectionInterval apart; a check that ran into its timeout has already
 		// used (part of) the interval.
 		if len(checks) > 0 {

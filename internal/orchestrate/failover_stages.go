@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -77,6 +78,11 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 			}, nil
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
+	}
+	if p := v.pods[old]; p != nil && ev.PrimaryVerdict == string(failover.Dead) {
+		// Confirming just found it silent: the next stages' guard need not wait on it again
+		// at once (see refenceSilentFor).
+		r.markSilent(p)
 	}
 	members, missing := v.members(c, ss)
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
@@ -438,7 +444,10 @@ func receiverFenceBlockers(c *v1.MysqlCluster, old string, members []failover.Me
 // stopReceivers stops every replica's IO thread, quarantined replicas' included (any of them
 // could acknowledge), and proves each stopped.
 func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []failover.Member, creds credentials) ([]string, error) {
+	// In parallel: a receiver stuck connecting to a silent primary takes up to the replicas'
+	// net timeout to stop, and each would add its wait to the outage.
 	var stopped []string
+	var ins []*topology.Instance
 	for _, m := range members {
 		if m.Snapshot.Replica == nil {
 			continue
@@ -447,17 +456,20 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 		if err != nil {
 			return nil, err
 		}
-		if err := in.StopIOThread(ctx); err != nil {
-			return nil, err
-		}
-		stopped = append(stopped, m.Name)
+		stopped, ins = append(stopped, m.Name), append(ins, in)
 	}
-	for _, name := range stopped {
-		in, err := ss.connect(name)
-		if err != nil {
-			return nil, err
-		}
-		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+	errs := make([]error, len(ins))
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = in.StopIOThread(ctx) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for i, name := range stopped {
+		s := ins[i].Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
 			return nil, notYet("IO thread of %s not proven stopped yet", name)
 		}

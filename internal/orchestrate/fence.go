@@ -19,9 +19,23 @@ import (
 // result and the history) and the operation finishes; it never spins.
 const postPromotionBound = 30 * time.Second
 
-// refenceTimeout bounds the whole look at an old primary before every stage: connecting,
-// reading read_only, and, when it is writable again, the fence itself.
-const refenceTimeout = time.Second
+// refenceTimeout bounds the look at an old primary before every stage: connecting and reading
+// read_only (the fence, when it is writable again, has refenceFenceTimeout). A server that
+// answers at all answers this in milliseconds; one that misses it is looked at again at a later
+// stage, its recorded fence holding meanwhile.
+const refenceTimeout = 500 * time.Millisecond
+
+// markSilent records that the pod's server did not answer just now.
+func (r *Runner) markSilent(pod *corev1.Pod) {
+	if r.silent == nil {
+		r.silent = map[string]time.Time{}
+	}
+	r.silent[string(pod.UID)+"/"+pod.Status.PodIP] = r.now()
+}
+
+// refenceSilentFor is how long a run trusts that an old primary which did not answer the look
+// is still silent.
+const refenceSilentFor = 3 * time.Second
 
 // refenceFenceTimeout bounds the fence statements on an old primary found writable.
 const refenceFenceTimeout = 10 * time.Second
@@ -36,6 +50,12 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	if pod == nil || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
 		return false, nil
 	}
+	// A silent old primary costs the whole look; within one run it is looked at again only
+	// after refenceSilentFor (its recorded fence holds meanwhile: it cannot commit).
+	id := string(pod.UID) + "/" + pod.Status.PodIP
+	if at, ok := r.silent[id]; ok && r.now().Sub(at) < refenceSilentFor {
+		return false, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, refenceTimeout)
 	defer cancel()
 	in, err := r.connect(cctx, pod, topology.Credentials{User: "root", Password: creds.root})
@@ -44,6 +64,9 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	}
 	defer func() { _ = in.Close() }()
 	writable, err := in.Writable(cctx)
+	if k := topology.KindOf(err); k == topology.ErrorTimeout || k == topology.ErrorRefused {
+		r.markSilent(pod)
+	}
 	if err != nil || !writable {
 		return false, nil //nolint:nilerr // it does not answer, or it is read-only already
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,14 +55,22 @@ type watcher struct {
 	s      *Supervisor
 	key    client.ObjectKey
 	checks []failover.Check
-	seeded bool
-	held   string // the operation last found held by a live actor, reported once
+	// checkedAt is when the last check ended.
+	checkedAt time.Time
+	seeded    bool
+	held      string // the operation last found held by a live actor, reported once
 	// wake makes the next check start at once (the sentinel session on the primary ended).
 	wake chan struct{}
 	// sentinel is the primary incarnation (pod UID and address) watched by a sentinel session.
 	sentinel      string
 	sentinelAlive atomic.Bool
 	sentinelStop  context.CancelFunc
+	// act is held by whichever of the detector and the repairer acts under the Lease; failing
+	// tells the repairer to stand aside, repairCancel lets the detector end a repair.
+	act          sync.Mutex
+	failing      atomic.Bool
+	repairing    atomic.Bool
+	repairCancel atomic.Pointer[context.CancelFunc]
 	// stopping is closed when the supervisor is told to stop: actions finish the stage in hand.
 	stopping <-chan struct{}
 }
@@ -93,8 +102,12 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		case <-actx.Done():
 		}
 	}()
+	go w.repairLoop(ctx)
 	for ctx.Err() == nil {
+		began := time.Now()
 		next, err := w.tick(actx)
+		// Checks start an interval apart: a check that ran into its timeout used part of it.
+		next = max(next-time.Since(began), 0)
 		switch {
 		case apierrors.IsNotFound(err):
 			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
@@ -200,7 +213,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return time.Second, err
 	}
 	interval := detectionInterval(c)
-	if op := c.Status.Operation; op != nil {
+	if op := c.Status.Operation; op != nil && !(op.Type == OperationConverge && w.repairing.Load()) {
+		// (A converge this supervisor's repairer runs does not stop detection: a primary that
+		// dies meanwhile is failed over, superseding the converge.)
 		w.checks = nil
 		return interval, w.resume(ctx, c, op)
 	}
@@ -222,7 +237,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	// A check's timeout is shorter than the interval, so checks never pile up.
 	ch := obs.checkPrimary(ctx, v, creds, max(interval*3/4, 100*time.Millisecond))
-	w.checks = append(w.checks, ch)
+	w.checks, w.checkedAt = append(w.checks, ch), obs.now()
 	if len(w.checks) > 100 {
 		w.checks = w.checks[len(w.checks)-100:]
 	}
@@ -331,9 +346,13 @@ func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, 
 // what a person can do.
 func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	started := w.s.Runner.now()
+	w.failing.Store(true)
+	defer w.failing.Store(false)
+	w.stopRepair()
+	defer w.act.Unlock()
 	w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
 	err := w.withLease(ctx, c, false, func(ctx context.Context, r *Runner) error {
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, Automatic: true})
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, Automatic: true})
 	})
 	if errors.Is(err, outcome.ErrHeld) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
@@ -384,6 +403,8 @@ func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Ti
 
 // resume continues an operation whose holder died. A live holder is left alone (reported once).
 func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus) error {
+	w.act.Lock()
+	defer w.act.Unlock()
 	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
 		cur := &v1.MysqlCluster{}
 		if err := r.Kube.Get(ctx, w.key, cur); err != nil {

@@ -79,6 +79,17 @@ func (w *watchProc) actions(t *testing.T, action, text string) int {
 	return n
 }
 
+// supervising waits until watch reports that it supervises.
+func (w *watchProc) supervising(t *testing.T, ctx context.Context) {
+	t.Helper()
+	eventually(t, ctx, "watch supervising", func() error {
+		if w.actions(t, "watch", "supervising") == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
 // stop sends SIGTERM and returns the exit code and how long the process took to end.
 func (w *watchProc) stop(t *testing.T) (int, time.Duration) {
 	start := time.Now()
@@ -120,12 +131,7 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	w := startWatch(t, nil, "wa")
 	wr, stopWriter := startWriter(ctx, "wa")
 	defer stopWriter()
-	eventually(t, ctx, "watch supervising", func() error {
-		if w.actions(t, "watch", "supervising") == 0 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	w.supervising(t, ctx)
 	primary := getCluster(t, ctx, "wa").Status.CurrentPrimary
 
 	// A replica dies: not a reason to fail over.
@@ -217,4 +223,143 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		t.Errorf("SIGTERM: exit %d after %s; want 0 within 5s", code, took)
 	}
 	noPasswords(t, secret(t, ctx, "wa"), w.output(), w.stderr())
+}
+
+// TestWatchKilledMidFailoverIsContinued: a watch fails over by itself and is SIGKILLed at a stage
+// of the failover; a new watch takes the operation over once the dead one's lease expires and
+// finishes it, with one writable instance.
+func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "wk", 3)
+	defer deleteCluster(t, "wk")
+	pods := []string{"wk-0", "wk-1", "wk-2"}
+	first := startWatch(t, []string{"MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE=" + orchestrate.StagePromoting}, "wk")
+	first.supervising(t, ctx)
+	primary := getCluster(t, ctx, "wk").Status.CurrentPrimary
+	if err := r.Inject(rig.Kill, "default", primary); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the automatic failover held at Promoting", func() error {
+		if !strings.Contains(first.stderr(), "failpoint: paused at stage "+orchestrate.StagePromoting) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	_ = first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StagePromoting {
+		t.Fatalf("no failover recorded at Promoting after the watch was killed: %+v", c.Status.Operation)
+	}
+	second := startWatch(t, nil, "wk")
+	eventually(t, ctx, "the second watch finishes the failover", func() error {
+		c := getCluster(t, ctx, "wk")
+		if c.Status.Operation != nil || c.Status.CurrentPrimary == primary {
+			return fmt.Errorf("operation %v, primary %s", c.Status.Operation != nil, c.Status.CurrentPrimary)
+		}
+		return nil
+	})
+	if second.actions(t, "resume", "continuing the failover") != 1 {
+		t.Errorf("the second watch did not report resuming the failover:\n%s", second.output())
+	}
+	c := getCluster(t, ctx, "wk")
+	if h := c.Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Succeeded" {
+		t.Fatalf("history: %+v", c.Status.History)
+	}
+	if n := writableCount(t, ctx, root, pods...); n != 1 {
+		t.Errorf("%d writable instances, want 1", n)
+	}
+	if second.actions(t, "failover", "the primary is dead") != 0 {
+		t.Errorf("the second watch started another failover:\n%s", second.output())
+	}
+}
+
+// TestWatchSilentPrimary: a frozen primary, and one cut off the network, answer nothing and close
+// nothing. With watch running they are failed over once the replicas have lost them too; when the
+// old primary comes back (thawed, network restored) watch fences it within a round and re-joins
+// or quarantines it, with no command typed. One writable instance throughout, and every
+// acknowledged write on the new primary.
+func TestWatchSilentPrimary(t *testing.T) {
+	for _, fault := range []string{"freeze", "cut"} {
+		t.Run(fault, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			name := "ws" + fault[:1]
+			pods := []string{name + "-0", name + "-1", name + "-2"}
+			root := appCluster(t, ctx, name, 3)
+			defer deleteCluster(t, name)
+			w := startWatch(t, nil, name)
+			wr, stopWriter := startWriter(ctx, name)
+			defer stopWriter()
+			w.supervising(t, ctx)
+			time.Sleep(time.Second)
+			primary := getCluster(t, ctx, name).Status.CurrentPrimary
+			faulted := time.Now()
+			if fault == "freeze" {
+				r.Freeze(t, "default", primary)
+			} else {
+				r.Cut(t, "default", primary)
+			}
+			var next string
+			eventually(t, ctx, "an automatic failover", func() error {
+				c := getCluster(t, ctx, name)
+				if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+					return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+				}
+				next = c.Status.CurrentPrimary
+				return nil
+			})
+			eventually(t, ctx, "a write acknowledged by the new primary", func() error {
+				if _, ok := wr.firstAckAfter(faulted); !ok {
+					return errors.New("none yet")
+				}
+				return nil
+			})
+			time.Sleep(500 * time.Millisecond)
+			t.Logf("%s of %s: the longest gap between acknowledged writes %s (new primary %s)", fault, primary, wr.maxGap().Round(time.Millisecond), next)
+			if os.Getenv("WATCH_DEBUG") != "" {
+				t.Logf("%s\n%s", w.output(), w.stderr())
+			}
+			if fault == "freeze" {
+				r.Thaw(t, "default", primary)
+			} else {
+				r.Restore(t, "default", primary)
+			}
+			d0 := db(t, mustPodAddr(t, ctx, primary), root)
+			eventually(t, ctx, "the returning old primary fenced by watch", func() error {
+				var ro int
+				if err := d0.QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err != nil {
+					return err
+				}
+				if ro != 1 {
+					return errors.New("still writable")
+				}
+				return nil
+			})
+			eventually(t, ctx, "the old primary re-joined or quarantined", func() error {
+				c := getCluster(t, ctx, name)
+				if c.Status.Operation != nil {
+					return errors.New("an operation is in progress")
+				}
+				for _, e := range c.Status.ErrantInstances {
+					if e.Name == primary {
+						return nil
+					}
+				}
+				s, err := slaveStatus(ctx, d0)
+				if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
+					return fmt.Errorf("not replicating yet: %v %v", s["Slave_IO_Running"], err)
+				}
+				return nil
+			})
+			stopWriter()
+			if n := writableCount(t, ctx, root, pods...); n != 1 {
+				t.Errorf("%d writable instances, want 1", n)
+			}
+			holdsAcked(t, ctx, next, db(t, mustPodAddr(t, ctx, next), root), wr.acked)
+			if code, _ := w.stop(t); code != 0 {
+				t.Errorf("watch exit %d", code)
+			}
+		})
+	}
 }

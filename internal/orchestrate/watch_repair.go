@@ -1,0 +1,173 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// repairEvery is how often the supervisor looks for members to repair while the primary is
+// healthy: a second writable instance (a returning old primary) to fence, a replica that does
+// not replicate from the primary (or carries the wrong role label) to re-join or quarantine.
+const repairEvery = 3 * time.Second
+
+// secondWritableTimeout bounds the look at each non-primary instance: one that does not answer
+// in that time cannot take writes through it either, and is looked at again next round.
+const secondWritableTimeout = 500 * time.Millisecond
+
+// repairLoop runs beside the detector until ctx ends. It acts only under the Lease, and yields
+// to the detector: a failover cancels a repair in progress (a converge is then superseded).
+func (w *watcher) repairLoop(ctx context.Context) {
+	t := time.NewTicker(repairEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := w.repairOnce(ctx); err != nil && ctx.Err() == nil {
+			w.report(Transition{Action: "repair", Reason: err.Error()})
+		}
+	}
+}
+
+// repairOnce looks (without the Lease) for what needs repair, and repairs it under the Lease.
+func (w *watcher) repairOnce(ctx context.Context) error {
+	if w.failing.Load() {
+		return nil
+	}
+	obs := w.s.Runner
+	obs.Lease = observeOnly{}
+	c := &v1.MysqlCluster{}
+	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
+		return nil //nolint:nilerr // the detector reports API errors
+	}
+	if c.Status.Operation != nil || c.Status.CurrentPrimary == "" || c.Spec.Paused || c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
+		return nil
+	}
+	pods, err := obs.pods(ctx, c)
+	if err != nil {
+		return err
+	}
+	creds, err := obs.credentials(ctx, c)
+	if err != nil {
+		return err
+	}
+	writable := w.writableOthers(ctx, obs, c, pods, creds)
+	allReady := int32(len(pods)) == c.Spec.Replicas
+	for _, p := range pods {
+		allReady = allReady && podReady(p)
+	}
+	converged := true
+	if allReady {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		converged, err = obs.replicasConverged(cctx, c, false)
+		cancel()
+		if err != nil {
+			return nil //nolint:nilerr // the primary is not ready: the detector's business
+		}
+	}
+	if len(writable) == 0 && converged {
+		return nil
+	}
+	return w.repair(ctx, c, writable, allReady && !converged, creds)
+}
+
+// writableOthers returns the instances other than the primary that answer writable, looked at
+// in parallel, each within secondWritableTimeout.
+func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlCluster, pods map[int32]*corev1.Pod, creds credentials) []*corev1.Pod {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Name == c.Status.CurrentPrimary || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, secondWritableTimeout)
+			defer cancel()
+			in, err := obs.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+			if err != nil {
+				return
+			}
+			defer func() { _ = in.Close() }()
+			if ok, err := in.Writable(cctx); err == nil && ok {
+				mu.Lock()
+				out = append(out, p)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// repair fences every second writable instance, then converges the cluster (re-joining each
+// replica whose history allows it, quarantining the others), under the Lease. The detector can
+// cancel it to fail over.
+func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+	if !w.act.TryLock() {
+		return nil
+	}
+	defer w.act.Unlock()
+	if w.failing.Load() {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	w.repairCancel.Store(&cancel)
+	defer func() { w.repairCancel.Store(nil); cancel() }()
+	w.repairing.Store(true)
+	defer w.repairing.Store(false)
+	err := w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+		var names []string
+		for _, p := range writable {
+			fenced, err := r.refence(ctx, c, p, creds)
+			if err != nil {
+				return err
+			}
+			if fenced {
+				names = append(names, p.Name)
+			}
+		}
+		if len(names) > 0 {
+			msg := fmt.Sprintf("a second writable instance (%s) beside the primary %s was fenced over SQL", strings.Join(names, ", "), c.Status.CurrentPrimary)
+			r.event(ctx, c, true, "SecondWritableFenced", msg)
+			w.report(Transition{Action: "fence", Primary: c.Status.CurrentPrimary, Reason: msg})
+			converge = true
+		}
+		if !converge {
+			return nil
+		}
+		w.report(Transition{Action: "repair", Primary: c.Status.CurrentPrimary, Reason: "members do not all replicate from the primary: converging (re-join, or quarantine what diverged)"})
+		if err := r.Converge(ctx, w.key); err != nil {
+			return err
+		}
+		after := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, w.key, after); err == nil {
+			w.report(Transition{Action: "repair", Primary: after.Status.CurrentPrimary, Reason: fmt.Sprintf("converge finished: cluster %s", after.Status.Phase)})
+		}
+		return nil
+	})
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		return nil // cancelled by the detector
+	}
+	return err
+}
+
+// stopRepair cancels a repair in progress and waits until it has released the Lease.
+func (w *watcher) stopRepair() {
+	if c := w.repairCancel.Load(); c != nil {
+		(*c)()
+	}
+	w.act.Lock()
+}
