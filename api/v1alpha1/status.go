@@ -229,6 +229,10 @@ type HAStatus struct {
 	// FailedChecks counts consecutive failed checks of the primary.
 	// +optional
 	FailedChecks int32 `json:"failedChecks,omitempty"`
+	// LastFailedCheck is when the newest of them ended: a restarted supervisor continues the
+	// count only if it is recent.
+	// +optional
+	LastFailedCheck *metav1.Time `json:"lastFailedCheck,omitempty"`
 	// Since is when the state was entered.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`

@@ -87,6 +87,10 @@ func (in *HAStatus) DeepCopyInto(out *HAStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.LastFailedCheck != nil {
+		in, out := &in.LastFailedCheck, &out.LastFailedCheck
+		*out = (*in).DeepCopy()
+	}
 	if in.Since != nil {
 		in, out := &in.Since, &out.Since
 		*out = (*in).DeepCopy()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -160,9 +162,18 @@ func reportPhase(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey) 
 	return fmt.Errorf("%w: cluster %s is %s%s", outcome.ErrUnsafe, key.Name, phase, reason)
 }
 
+// holderName names this process in Leases and operation records: the host and PID a person
+// can find it by, and a per-process nonce, because two containers on one host can share a
+// hostname and both run as PID 1.
 func holderName() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("mysqlctl@%s/%d", host, os.Getpid())
+	return fmt.Sprintf("mysqlctl@%s/%d-%s", host, os.Getpid(), processNonce)
 }
+
+var processNonce = func() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
 
 func outcomeTimedOut() error { return outcome.ErrTimedOut }

@@ -26,6 +26,13 @@ type Check struct {
 	Writable bool
 	// Refused is true when nothing listened at its address (connection refused).
 	Refused bool
+	// Uptime is how long the server has run, read (UptimeKnown) when it answered read-only: a
+	// read-only primary that restarted is down for writes; one that did not was made
+	// read-only by someone.
+	Uptime      time.Duration
+	UptimeKnown bool
+	// At is when the check ended.
+	At time.Time
 	// Detail says why the check failed (already free of secrets).
 	Detail string
 }

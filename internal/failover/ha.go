@@ -25,6 +25,8 @@ type Policy struct {
 	Cooldown time.Duration
 	// LastFailover is when the last failover finished (zero: never).
 	LastFailover time.Time
+	// LastWritable is when the supervisor last found this primary writable (zero: it has not).
+	LastWritable time.Time
 }
 
 // Assessment is the supervisor's decision after one check.
@@ -58,7 +60,13 @@ func FailedChecks(checks []Check) int {
 // is gone, or the server itself says it is read-only. A silent primary (a timeout) is not: a
 // frozen or partitioned server needs the full interval between checks.
 func (c Check) strong() bool {
-	return c.Refused || c.PodState != "" || c.Reachable && !c.Writable
+	return c.Refused || c.PodState != "" || c.Reachable && !c.Writable && c.UptimeKnown
+}
+
+// restartedSince reports whether the server checked in c started after t: its uptime is
+// shorter than the time since t.
+func (c Check) restartedSince(t time.Time) bool {
+	return !t.IsZero() && c.UptimeKnown && !c.At.IsZero() && c.Uptime < c.At.Sub(t)
 }
 
 // Assess decides the HA state from the consecutive checks of the primary (oldest first) and the
@@ -77,9 +85,16 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	if failed == 0 {
 		return Assessment{State: HAHealthy, Reason: "the primary answers and is writable", Next: p.Interval}
 	}
+	last := checks[len(checks)-1]
 	next := p.Interval
-	if checks[len(checks)-1].strong() {
+	if last.strong() && failed < p.Threshold {
 		next = max(p.Interval/8, 50*time.Millisecond)
+	}
+	if j.Verdict == ReadOnly && !last.restartedSince(p.LastWritable) {
+		// Read-only without a restart since it was last seen writable (or never seen writable
+		// by this supervisor): someone made it read-only, or it was so before; a person decides.
+		return Assessment{State: HASuspected, Reason: fmt.Sprintf("the primary %s answers read-only but has not restarted since it was last seen writable (uptime %s): it was made read-only on purpose, or this supervisor never saw it writable; no automatic failover: run 'mysqlctl failover %s' if it must be replaced",
+			name, last.Uptime.Round(time.Second), name), Next: p.Interval}
 	}
 	down := j.Verdict == Dead || j.Verdict == ReadOnly
 	if failed < p.Threshold || !down {

@@ -11,10 +11,11 @@ func TestAssess(t *testing.T) {
 	refused := Check{PodUID: "a", Refused: true, Detail: "connection refused"}
 	silent := Check{PodUID: "a", Detail: "i/o timeout"}
 	alive := Check{PodUID: "a", Reachable: true, Writable: true}
-	ro := Check{PodUID: "a", Reachable: true}
+	ro := Check{PodUID: "a", Reachable: true, Uptime: 0, UptimeKnown: true, At: now}
+	roOld := Check{PodUID: "a", Reachable: true, Uptime: time.Hour, UptimeKnown: true, At: now}
 	dead := Judgement{Verdict: Dead, Reason: "dead"}
 	unreach := Judgement{Verdict: Unreachable, Reason: "replicas still receive"}
-	auto := Policy{Threshold: 3, Interval: time.Second, Auto: true, Cooldown: 5 * time.Minute}
+	auto := Policy{Threshold: 3, Interval: time.Second, Auto: true, Cooldown: 5 * time.Minute, LastWritable: now.Add(-5 * time.Second)}
 	cases := []struct {
 		name     string
 		checks   []Check
@@ -30,6 +31,10 @@ func TestAssess(t *testing.T) {
 		{"a silent primary is re-checked at the interval", []Check{silent, silent}, unreach, auto, HASuspected, false, time.Second, "2 of the 3"},
 		{"threshold reached and replicas agree", []Check{refused, refused, refused}, dead, auto, HAFailoverRequired, true, time.Second, "dead"},
 		{"restarted read-only counts with refusals", []Check{refused, refused, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HAFailoverRequired, true, time.Second, "read-only"},
+		{"read-only without a restart: a person decides", []Check{roOld, roOld, roOld}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HASuspected, false, time.Second, "has not restarted"},
+		{"read-only, never seen writable: a person decides", []Check{ro, ro, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, Policy{Threshold: 3, Interval: time.Second, Auto: true}, HASuspected, false, time.Second, "never saw it writable"},
+		{"past the threshold, not dead: no fast re-checks", []Check{refused, refused, refused, refused}, Judgement{Verdict: Unreachable, Reason: "no replica can vouch"}, auto, HASuspected, false, time.Second, "vouch"},
+		{"read-only, uptime unknown: a person decides", []Check{refused, refused, {PodUID: "a", Reachable: true, At: now}}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HASuspected, false, time.Second, "has not restarted"},
 		{"replicas still receive: never", []Check{silent, silent, silent, silent}, unreach, auto, HASuspected, false, time.Second, "still receive"},
 		{"a new pod incarnation starts afresh", []Check{refused, refused, {PodUID: "b", Refused: true}}, dead, auto, HASuspected, false, 125 * time.Millisecond, "1 of the 3"},
 		{"paused", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Paused: true}, HAFailoverRequired, false, time.Second, "spec.paused"},

@@ -161,7 +161,7 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		// A former primary that came back without restarting (a frozen or partitioned one)
 		// still takes writes, and its commits may hang waiting for acknowledgements, which
 		// would block a full observation: it is fenced before it is observed.
-		if _, err := r.refence(ctx, c, m.pod, creds); err != nil {
+		if _, err := r.refence(ctx, c, m.pod, creds, false); err != nil {
 			return "", nil, err
 		}
 		s, err := observe(m)

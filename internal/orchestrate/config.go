@@ -21,6 +21,11 @@ const ConfigFileName = "mysqlctl.cnf"
 // sends a heartbeat every second, so a replica never gives up on one that is merely idle.
 const ReplicaNetTimeout = 2 * time.Second
 
+// ReplicaHeartbeat is the heartbeat period every replica asks its source for (set with the
+// source, so it does not depend on the net timeout in force when replication was configured):
+// four heartbeats per net timeout, so an idle primary never looks silent.
+const ReplicaHeartbeat = ReplicaNetTimeout / 4
+
 // RenderMyCnf renders the [mysqld] section for the cluster's flavor: GTID replication with
 // binary logs on every instance (any replica may become primary), durable flushing (an
 // acknowledged commit is on disk), read-only at start (nothing is writable until mysqlctl has

@@ -66,8 +66,10 @@ type FailoverOptions struct {
 	// Confirming continues from them instead of starting over. DetectedAt is when the last of
 	// them ended: within one detection interval of it no fresh check is needed (the members'
 	// view is always observed afresh).
-	Detected   []failover.Check
-	DetectedAt time.Time
+	// DetectedPrimary is the primary they checked: they are evidence about it only.
+	Detected        []failover.Check
+	DetectedAt      time.Time
+	DetectedPrimary string
 	// Automatic marks a failover the supervisor (watch) started by itself.
 	Automatic bool
 }
@@ -334,8 +336,9 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 }
 
 // checkPrimary checks the old primary once, with a fresh connection bounded by timeout.
-func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) failover.Check {
-	ch := failover.Check{PodUID: v.oldPodUID}
+func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check) {
+	ch = failover.Check{PodUID: v.oldPodUID}
+	defer func() { ch.At = r.now() }()
 	p, ok := v.pods[v.old]
 	switch {
 	case !ok:
@@ -370,6 +373,11 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	}
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
+	if !ch.Writable {
+		if up, err := in.Uptime(cctx); err == nil {
+			ch.Uptime, ch.UptimeKnown = up, true
+		}
+	}
 	return ch
 }
 
@@ -568,14 +576,24 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	// checked on for as long as a replica needs to notice a silent source (twice its net
 	// timeout): a frozen or partitioned primary keeps a replica's receiver "running" until then.
 	deadline := r.now().Add(time.Duration(threshold)*interval + 2*ReplicaNetTimeout)
-	checks := slices.Clone(opts.Detected)
+	var checks []failover.Check
+	if n := len(opts.Detected); n > 0 && opts.DetectedPrimary == v.old && opts.Detected[n-1].PodUID == v.oldPodUID {
+		// The supervisor's checks are evidence about this primary incarnation only.
+		checks = slices.Clone(opts.Detected)
+	}
 	var last time.Time
 	fresh := len(checks) >= threshold && !opts.DetectedAt.IsZero() && r.now().Sub(opts.DetectedAt) < interval
 	for {
 		if fresh {
+			// Checked silent or refused within the last interval: the members are observed
+			// afresh, the primary is not waited on again. A read-only answer is always
+			// checked again (it may be writable by now).
 			fresh = false
 			members, _ := v.members(c, ss)
-			if j := failover.Judge(v.old, v.oldSource, checks, threshold, members); j.Verdict == failover.Dead || j.Verdict == failover.ReadOnly {
+			if j := failover.Judge(v.old, v.oldSource, checks, threshold, members); j.Verdict == failover.Dead {
+				if lc := checks[len(checks)-1]; !lc.Refused {
+					r.markSilent(v.pods[v.old], opts.DetectedAt)
+				}
 				return j
 			}
 		}
@@ -589,6 +607,9 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		last = r.now()
 		ch := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
 		checks = append(checks, ch)
+		if !ch.Reachable && !ch.Refused {
+			r.markSilent(v.pods[v.old], ch.At)
+		}
 		if !ch.Reachable && ctx.Err() == nil && len(checks) < threshold {
 			continue
 		}
@@ -726,7 +747,7 @@ func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topolo
 	}
 	if err := in.Repoint(ctx, topology.SourceSpec{
 		Host: host, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
-		ConnectRetry: time.Second, ResumeFromBinlog: resumesFromBinlog(s),
+		ConnectRetry: time.Second, HeartbeatPeriod: ReplicaHeartbeat, ResumeFromBinlog: resumesFromBinlog(s),
 	}); err != nil {
 		return err
 	}

@@ -79,11 +79,6 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
-	if p := v.pods[old]; p != nil && ev.PrimaryVerdict == string(failover.Dead) {
-		// Confirming just found it silent: the next stages' guard need not wait on it again
-		// at once (see refenceSilentFor).
-		r.markSilent(p)
-	}
 	members, missing := v.members(c, ss)
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
 	// failover must not leave a live primary starved of acknowledgements.

@@ -25,12 +25,15 @@ const postPromotionBound = 30 * time.Second
 // stage, its recorded fence holding meanwhile.
 const refenceTimeout = 500 * time.Millisecond
 
-// markSilent records that the pod's server did not answer just now.
-func (r *Runner) markSilent(pod *corev1.Pod) {
+// markSilent records that a look at the pod's server at time at got no answer.
+func (r *Runner) markSilent(pod *corev1.Pod, at time.Time) {
+	if pod == nil {
+		return
+	}
 	if r.silent == nil {
 		r.silent = map[string]time.Time{}
 	}
-	r.silent[string(pod.UID)+"/"+pod.Status.PodIP] = r.now()
+	r.silent[string(pod.UID)+"/"+pod.Status.PodIP] = at
 }
 
 // refenceSilentFor is how long a run trusts that an old primary which did not answer the look
@@ -46,14 +49,15 @@ const refenceFenceTimeout = 10 * time.Second
 // BINARY LOGS waits behind them), but neither the flags nor the fence (sessions are killed
 // first) do. It reports whether it had to fence; an old primary that does not answer is left
 // to the fence already in place.
-func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) (bool, error) {
+func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, trustSilent bool) (bool, error) {
 	if pod == nil || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
 		return false, nil
 	}
-	// A silent old primary costs the whole look; within one run it is looked at again only
-	// after refenceSilentFor (its recorded fence holds meanwhile: it cannot commit).
+	// A silent old primary costs the whole look; with trustSilent it is looked at again only
+	// refenceSilentFor after it was last found silent (the caller's recorded fence holds
+	// meanwhile: it cannot commit).
 	id := string(pod.UID) + "/" + pod.Status.PodIP
-	if at, ok := r.silent[id]; ok && r.now().Sub(at) < refenceSilentFor {
+	if at, ok := r.silent[id]; trustSilent && ok && r.now().Sub(at) < refenceSilentFor {
 		return false, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, refenceTimeout)
@@ -65,7 +69,7 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	defer func() { _ = in.Close() }()
 	writable, err := in.Writable(cctx)
 	if k := topology.KindOf(err); k == topology.ErrorTimeout || k == topology.ErrorRefused {
-		r.markSilent(pod)
+		r.markSilent(pod, r.now())
 	}
 	if err != nil || !writable {
 		return false, nil //nolint:nilerr // it does not answer, or it is read-only already
@@ -102,7 +106,7 @@ func (r *Runner) swGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 	if !slices.Contains(swAfterFence, x.op.Stage) {
 		return "", nil, nil
 	}
-	_, err := r.refence(ctx, x.c, x.byName[x.old].pod, x.creds)
+	_, err := r.refence(ctx, x.c, x.byName[x.old].pod, x.creds, false)
 	return "", nil, err
 }
 
@@ -112,7 +116,10 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 	if !slices.Contains(foAfterFence, x.op.Stage) {
 		return "", nil, nil
 	}
-	if _, err := r.refence(ctx, x.c, x.v.pods[x.old], x.creds); err != nil {
+	// A silent old primary need not be looked at again within seconds while its recorded
+	// fence is verified (it cannot commit); a forced run past a Blocked fence looks every time.
+	trust := x.ev.FenceState == v1.FenceVerified && !x.forced
+	if _, err := r.refence(ctx, x.c, x.v.pods[x.old], x.creds, trust); err != nil {
 		return "", nil, err
 	}
 	d := x.ev.FenceDeadline
@@ -273,7 +280,7 @@ func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		if m.pod.Name == x.primaryName {
 			continue
 		}
-		if _, err := r.refence(ctx, x.c, m.pod, x.creds); err != nil {
+		if _, err := r.refence(ctx, x.c, m.pod, x.creds, false); err != nil {
 			return "", nil, err
 		}
 	}

@@ -73,6 +73,15 @@ type watcher struct {
 	repairCancel atomic.Pointer[context.CancelFunc]
 	// stopping is closed when the supervisor is told to stop: actions finish the stage in hand.
 	stopping <-chan struct{}
+	// lastWritable is when the primary last answered writable (a read-only answer counts as
+	// down only from a server that restarted since).
+	lastWritable time.Time
+	// backoff is until when no automatic failover is started after one was refused; resumeFailed
+	// is when resuming an operation (by ID and stage) last ended refused.
+	backoff      time.Time
+	resumeFailed map[string]time.Time
+	// lastErr is the last error reported, so that a persistent error is printed once.
+	lastErr string
 }
 
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
@@ -102,7 +111,12 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		case <-actx.Done():
 		}
 	}()
-	go w.repairLoop(ctx)
+	// The repairer stops looking when ctx ends; a repair in hand gets the grace period, and
+	// Watch returns only after it has released what it holds.
+	var repairs sync.WaitGroup
+	repairs.Add(1)
+	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
+	defer repairs.Wait()
 	for ctx.Err() == nil {
 		began := time.Now()
 		next, err := w.tick(actx)
@@ -112,8 +126,11 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		case apierrors.IsNotFound(err):
 			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
 			return nil
-		case err != nil && ctx.Err() == nil:
+		case err != nil && ctx.Err() == nil && err.Error() != w.lastErr:
+			w.lastErr = err.Error()
 			w.report(Transition{Action: "error", Reason: err.Error()})
+		case err == nil:
+			w.lastErr = ""
 		}
 		t := time.NewTimer(next)
 		select {
@@ -236,8 +253,16 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return interval, err
 	}
 	// A check's timeout is shorter than the interval, so checks never pile up.
+	if n := len(w.checks); n > 0 && !w.checks[n-1].At.IsZero() && obs.now().Sub(w.checks[n-1].At) > 3*interval {
+		// Checks that old (this process was paused, or an operation ran meanwhile) no
+		// longer count as consecutive.
+		w.checks = nil
+	}
 	ch := obs.checkPrimary(ctx, v, creds, max(interval*3/4, 100*time.Millisecond))
-	w.checks, w.checkedAt = append(w.checks, ch), obs.now()
+	w.checks, w.checkedAt = append(w.checks, ch), ch.At
+	if ch.Reachable && ch.Writable {
+		w.lastWritable = ch.At
+	}
 	if len(w.checks) > 100 {
 		w.checks = w.checks[len(w.checks)-100:]
 	}
@@ -254,7 +279,13 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		refresh.Lease = nil
 		_ = refresh.refreshPrimarySeen(ctx, c, p, creds)
 	}
-	a := failover.Assess(c.Name, w.checks, j, policyOf(c), obs.now())
+	p := policyOf(c)
+	p.LastWritable = w.lastWritable
+	a := failover.Assess(c.Name, w.checks, j, p, obs.now())
+	if a.Failover && obs.now().Before(w.backoff) {
+		a.Failover = false
+		a.Reason += fmt.Sprintf("; an automatic failover was refused moments ago: next attempt after %s", w.backoff.UTC().Format(time.RFC3339))
+	}
 	if err := w.record(ctx, c, a, j, ch); err != nil {
 		return interval, err
 	}
@@ -271,11 +302,17 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 func (w *watcher) seed(c *v1.MysqlCluster) {
 	w.seeded = true
 	h := c.Status.HA
-	if h == nil || h.FailedChecks <= 0 || h.SuspectedPodUID == "" {
+	if h == nil || h.FailedChecks <= 0 || h.SuspectedPodUID == "" || h.LastFailedCheck == nil {
+		return
+	}
+	// Only a count that is still current: an earlier supervisor's checks of minutes ago say
+	// nothing about the primary now.
+	at := h.LastFailedCheck.Time
+	if w.s.Runner.now().Sub(at) > 3*detectionInterval(c) {
 		return
 	}
 	for range min(int(h.FailedChecks), 100) {
-		w.checks = append(w.checks, failover.Check{PodUID: h.SuspectedPodUID, Detail: "failed check recorded by an earlier supervisor"})
+		w.checks = append(w.checks, failover.Check{PodUID: h.SuspectedPodUID, At: at, Detail: "failed check recorded by an earlier supervisor"})
 	}
 }
 
@@ -303,8 +340,15 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		}
 		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence)
 		s.HA.FailedChecks, s.HA.SuspectedPodUID = failed, uid
+		s.HA.LastFailedCheck = nil
+		if failed > 0 {
+			at := metav1.NewTime(ch.At)
+			s.HA.LastFailedCheck = &at
+		}
 		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
 		switch {
+		case a.State == failover.HADegraded && d != nil && d.Status == metav1.ConditionTrue && d.Reason != reasonFailoverWithheld:
+			s.Phase = v1.PhaseDegraded // already Degraded for another reason: that reason stays
 		case a.State == failover.HADegraded:
 			s.Phase = v1.PhaseDegraded
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: a.Reason})
@@ -334,7 +378,7 @@ func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, 
 	r := w.s.Runner
 	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, LeaseOptions{Wait: wait})
 	if err != nil {
-		return err
+		return errNotAcquired{err}
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
 	r.Epoch, r.Lease, r.Stop = lease.Epoch, lease, w.stopping
@@ -352,10 +396,11 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	defer w.act.Unlock()
 	w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
 	err := w.withLease(ctx, c, false, func(ctx context.Context, r *Runner) error {
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, Automatic: true})
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true})
 	})
-	if errors.Is(err, outcome.ErrHeld) {
-		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
+	var na errNotAcquired
+	if errors.As(err, &na) {
+		w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
 		return nil
 	}
 	after := &v1.MysqlCluster{}
@@ -369,6 +414,12 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
 	if after.Status.Operation != nil {
 		return nil // interrupted: the next tick resumes it
+	}
+	if errors.Is(err, outcome.ErrUnsafe) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
+		// Refused at Confirming (the primary answered, or the replicas disagreed): nothing was
+		// done. Back off before another attempt, so a flapping view does not churn.
+		w.backoff = w.s.Runner.now().Add(max(30*time.Second, 10*detectionInterval(c)))
+		return nil
 	}
 	// Ended without a new primary (refused, or Degraded): the attempt starts the cooldown, so a
 	// person decides what comes next instead of a retry every interval.
@@ -403,6 +454,17 @@ func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Ti
 
 // resume continues an operation whose holder died. A live holder is left alone (reported once).
 func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus) error {
+	key := op.ID + "/" + op.Stage
+	switch {
+	case c.Spec.Paused:
+		if w.held != key {
+			w.held = key
+			w.report(Transition{Action: "observe", Reason: fmt.Sprintf("spec.paused: the %s %s at stage %s is left for a person ('resume %s')", op.Type, op.ID, op.Stage, c.Name)})
+		}
+		return nil
+	case w.s.Runner.now().Sub(w.resumeFailed[key]) < time.Minute:
+		return nil // refused moments ago at this very stage: not again every interval
+	}
 	w.act.Lock()
 	defer w.act.Unlock()
 	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
@@ -427,7 +489,8 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		}
 		return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 	})
-	if errors.Is(err, outcome.ErrHeld) {
+	var na errNotAcquired
+	if errors.As(err, &na) {
 		if w.held != op.ID {
 			w.held = op.ID
 			w.report(Transition{Action: "observe", Reason: fmt.Sprintf("the %s %s is in progress at stage %s, held by %s", op.Type, op.ID, op.Stage, op.Holder)})
@@ -437,8 +500,20 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 	if err == nil || errors.Is(err, ErrStopped) {
 		return nil
 	}
+	if errors.Is(err, outcome.ErrUnsafe) {
+		if w.resumeFailed == nil {
+			w.resumeFailed = map[string]time.Time{}
+		}
+		w.resumeFailed[key] = w.s.Runner.now()
+	}
 	return fmt.Errorf("resuming the %s %s: %w", op.Type, op.ID, err)
 }
+
+// errNotAcquired is a Lease that could not be taken: another actor holds the cluster.
+type errNotAcquired struct{ err error }
+
+func (e errNotAcquired) Error() string { return e.err.Error() }
+func (e errNotAcquired) Unwrap() error { return e.err }
 
 // lastMessage is the newest history message of the type.
 func lastMessage(c *v1.MysqlCluster, typ string) string {

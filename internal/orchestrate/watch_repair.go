@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,9 +23,11 @@ const repairEvery = 3 * time.Second
 // in that time cannot take writes through it either, and is looked at again next round.
 const secondWritableTimeout = 500 * time.Millisecond
 
-// repairLoop runs beside the detector until ctx ends. It acts only under the Lease, and yields
-// to the detector: a failover cancels a repair in progress (a converge is then superseded).
-func (w *watcher) repairLoop(ctx context.Context) {
+// repairLoop looks for repairs beside the detector until ctx ends; repairs run on actx (which
+// outlives ctx by the grace period, so a stage in hand finishes). It acts only under the Lease,
+// and yields to the detector: a failover cancels a repair in progress (a converge is then
+// superseded).
+func (w *watcher) repairLoop(ctx, actx context.Context) {
 	t := time.NewTicker(repairEvery)
 	defer t.Stop()
 	for {
@@ -33,7 +36,7 @@ func (w *watcher) repairLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := w.repairOnce(ctx); err != nil && ctx.Err() == nil {
+		if err := w.repairOnce(actx); err != nil && ctx.Err() == nil {
 			w.report(Transition{Action: "repair", Reason: err.Error()})
 		}
 	}
@@ -120,18 +123,29 @@ func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*co
 		return nil
 	}
 	defer w.act.Unlock()
-	if w.failing.Load() {
-		return nil
-	}
+	// The cancel is published before failing is read: a detector that sets failing after this
+	// point finds it and cancels; one that set it before is seen here.
 	rctx, cancel := context.WithCancel(ctx)
 	w.repairCancel.Store(&cancel)
 	defer func() { w.repairCancel.Store(nil); cancel() }()
+	if w.failing.Load() {
+		return nil
+	}
 	w.repairing.Store(true)
 	defer w.repairing.Store(false)
 	err := w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+		// What was observed before the Lease may be stale: act only on the same primary with
+		// no operation in between (refence looks at each instance again before fencing it).
+		cur := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
+			return err
+		}
+		if cur.Status.Operation != nil || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
+			return nil
+		}
 		var names []string
 		for _, p := range writable {
-			fenced, err := r.refence(ctx, c, p, creds)
+			fenced, err := r.refence(ctx, c, p, creds, false)
 			if err != nil {
 				return err
 			}
@@ -158,8 +172,9 @@ func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*co
 		}
 		return nil
 	})
-	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
-		return nil // cancelled by the detector
+	var na errNotAcquired
+	if err != nil && (rctx.Err() != nil && ctx.Err() == nil || errors.As(err, &na)) {
+		return nil // cancelled by the detector, or another actor holds the cluster
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -188,6 +189,10 @@ type SourceSpec struct {
 	// ConnectRetry is the interval between reconnection attempts (default
 	// 10s, rounded up to whole seconds as the server requires).
 	ConnectRetry time.Duration
+	// HeartbeatPeriod is how often the source sends a heartbeat to an idle replica (0 keeps
+	// the server default, half of the replica's net timeout when the statement runs). A short
+	// one lets replicas tell a silent source from an idle one quickly.
+	HeartbeatPeriod time.Duration
 	// RetryCount bounds reconnection attempts on MySQL (0 keeps the server
 	// default); MariaDB has only the global master_retry_count.
 	RetryCount int
@@ -346,6 +351,15 @@ func (s SourceSpec) connectRetrySeconds() int64 {
 		return 10
 	}
 	return int64((s.ConnectRetry + time.Second - 1) / time.Second)
+}
+
+// heartbeatClause is ", <prefix>HEARTBEAT_PERIOD = s" when a period is set (the servers take
+// fractional seconds, to the millisecond).
+func (s SourceSpec) heartbeatClause(prefix string) string {
+	if s.HeartbeatPeriod <= 0 {
+		return ""
+	}
+	return ", " + prefix + "HEARTBEAT_PERIOD = " + strconv.FormatFloat(s.HeartbeatPeriod.Seconds(), 'f', 3, 64)
 }
 
 func ceilSeconds(d time.Duration) int64 {

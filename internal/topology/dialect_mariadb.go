@@ -256,7 +256,7 @@ func (d mariadbDialect) ChangeSource(s SourceSpec) ([]Stmt, error) {
 	}
 	q := "CHANGE MASTER TO MASTER_HOST = '" + s.Host + "', MASTER_PORT = " + strconv.Itoa(s.Port) +
 		", MASTER_USER = '" + s.User + "', MASTER_PASSWORD = ?, MASTER_USE_GTID = slave_pos" +
-		", MASTER_CONNECT_RETRY = " + strconv.FormatInt(s.connectRetrySeconds(), 10)
+		", MASTER_CONNECT_RETRY = " + strconv.FormatInt(s.connectRetrySeconds(), 10) + s.heartbeatClause("MASTER_")
 	if s.SSL {
 		q += ", MASTER_SSL = 1"
 	}

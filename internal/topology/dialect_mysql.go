@@ -228,6 +228,9 @@ func (d mysqlDialect) ChangeSource(s SourceSpec) ([]Stmt, error) {
 	if s.RetryCount > 0 {
 		parts = append(parts, o+"RETRY_COUNT = "+strconv.Itoa(s.RetryCount))
 	}
+	if h := s.heartbeatClause(o); h != "" {
+		parts = append(parts, strings.TrimPrefix(h, ", "))
+	}
 	if s.SSL {
 		parts = append(parts, o+"SSL = 1")
 	}

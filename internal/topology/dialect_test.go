@@ -117,6 +117,15 @@ func TestDialectKeyDifferences(t *testing.T) {
 		if strings.Contains(change[len(change)-1].SQL, "pw") || change[len(change)-1].Args[0] != Secret("pw") {
 			t.Errorf("%s: the password must travel as a Secret argument, not in the text", f)
 		}
+		hb := src
+		hb.HeartbeatPeriod = 500 * time.Millisecond
+		word := "MASTER_"
+		if strings.Contains(tt.prefix, "SOURCE_HOST") {
+			word = "SOURCE_"
+		}
+		if change, err := tt.d.ChangeSource(hb); err != nil || !strings.Contains(change[len(change)-1].SQL, ", "+word+"HEARTBEAT_PERIOD = 0.500") {
+			t.Errorf("%s heartbeat: %v %v", f, change, err)
+		}
 		if got := tt.d.WaitForGTID("x", time.Second).SQL; got != tt.wait {
 			t.Errorf("%s wait: %q", f, got)
 		}

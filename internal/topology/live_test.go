@@ -498,3 +498,43 @@ func TestLiveResetReplicationOnPromotion(t *testing.T) {
 		t.Fatalf("without history: %v", cl.Findings)
 	}
 }
+
+// TestLiveUptimeAndSentinel: Uptime reads the server's running time; a sentinel session
+// returns nil when its sleep runs out and an error at once when its session is killed (as when
+// the server dies and the socket closes).
+func TestLiveUptimeAndSentinel(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := context.Background()
+	in := c.inst["mariadb-0"]
+	up, err := in.Uptime(ctx)
+	if err != nil || up < 0 || up > 24*time.Hour {
+		t.Fatalf("Uptime = %s, %v", up, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if later, err := in.Uptime(ctx); err != nil || later <= up {
+		t.Fatalf("Uptime %s then %s (%v): it must grow", up, later, err)
+	}
+	if err := in.Sentinel(ctx, 200*time.Millisecond); err != nil {
+		t.Fatalf("a sentinel whose sleep ran out: %v", err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- in.Sentinel(ctx, time.Minute) }()
+	id := ""
+	for id == "" && time.Since(start) < 10*time.Second {
+		id = c.P.QueryString(t, "SELECT COALESCE(MAX(ID), '') FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP(60.0)%'")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatal("the sentinel session never appeared")
+	}
+	c.P.Exec(t, "KILL CONNECTION "+id)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a killed sentinel session returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a killed sentinel session did not return")
+	}
+}

@@ -3,6 +3,9 @@ package topology
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"time"
 )
 
 // Writable reports whether the server is not fenced: read_only is OFF (MariaDB), or
@@ -30,4 +33,23 @@ func (i *Instance) Writable(ctx context.Context) (bool, error) {
 	}
 	v := rows[0]["ro"]
 	return v == "0" || v == "OFF", nil
+}
+
+// Uptime is how long the server has been running (SHOW GLOBAL STATUS 'Uptime', whole seconds),
+// which tells a server that restarted from one that was made read-only while it ran.
+func (i *Instance) Uptime(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := i.bound(ctx)
+	defer cancel()
+	rows, err := queryRows(ctx, i.db, stmt("SHOW GLOBAL STATUS LIKE 'Uptime'"))
+	if err != nil {
+		return 0, i.fail("read uptime", err, nil)
+	}
+	if len(rows) != 1 {
+		return 0, i.fail("read uptime", errors.New("no row"), nil)
+	}
+	secs, err := strconv.ParseInt(rows[0]["Value"], 10, 64)
+	if err != nil || secs < 0 {
+		return 0, i.fail("read uptime", fmt.Errorf("uptime %q is not a number of seconds", rows[0]["Value"]), nil)
+	}
+	return time.Duration(secs) * time.Second, nil
 }

@@ -214,11 +214,7 @@ func BenchmarkFailoverOutage(b *testing.B) {
 					}
 					deleteCluster(t, name)
 				}
-				b.ReportMetric(float64(percentile(outages, 0.5).Milliseconds()), "p50-outage-ms")
-				b.ReportMetric(float64(percentile(outages, 0.95).Milliseconds()), "p95-outage-ms")
-				b.ReportMetric(float64(lost), "acked-lost")
-				b.ReportMetric(float64(quarantined), "false-quarantines")
-				b.Logf("%s: failover outages: %v", mode, outages)
+				reportOutages(b, mode+": failover", outages, lost, quarantined)
 			}
 		})
 	}
@@ -230,4 +226,14 @@ func appClusterB(b *testing.B, t *testing.T, ctx context.Context, name string) s
 		b.Fatal("cluster setup failed")
 	}
 	return root
+}
+
+// reportOutages reports the percentiles of the outages with the acknowledged writes lost and the
+// healthy replicas wrongly quarantined.
+func reportOutages(b *testing.B, what string, outages []time.Duration, lost, quarantined int) {
+	b.ReportMetric(float64(percentile(outages, 0.5).Milliseconds()), "p50-outage-ms")
+	b.ReportMetric(float64(percentile(outages, 0.95).Milliseconds()), "p95-outage-ms")
+	b.ReportMetric(float64(lost), "acked-lost")
+	b.ReportMetric(float64(quarantined), "false-quarantines")
+	b.Logf("%s outages: %v", what, outages)
 }

@@ -23,9 +23,15 @@ func appCluster(t *testing.T, ctx context.Context, name string, replicas int) st
 	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", fmt.Sprint(replicas), "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
-	root := string(secret(t, ctx, name).Data[orchestrate.SecretRootPassword])
+	sec := secret(t, ctx, name)
+	root := string(sec.Data[orchestrate.SecretRootPassword])
 	// The application account exists (bootstrap creates it with a generated password); the
-	// tests set a known one.
+	// tests set a known one, in the Secret first: the Secret is the source of truth that every
+	// converge (reconcile, watch's repairs) applies.
+	sec.Data[orchestrate.SecretAppPassword] = []byte("app-pass")
+	if err := kube(t).Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{
 		"CREATE DATABASE app", "CREATE TABLE app.w (id INT PRIMARY KEY)", "ALTER USER app@'%' IDENTIFIED BY 'app-pass'",
 	} {

@@ -143,8 +143,23 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * time.Second)
-	if c := getCluster(t, ctx, "wa"); c.Status.CurrentPrimary != primary || c.Status.Operation != nil || w.actions(t, "failover", "") > 0 {
+	if c := getCluster(t, ctx, "wa"); c.Status.CurrentPrimary != primary || w.actions(t, "failover", "") > 0 || c.Status.Operation != nil && c.Status.Operation.Type != orchestrate.OperationConverge {
 		t.Fatalf("a replica's death moved the primary or started a failover: primary %s, operation %+v\n%s", c.Status.CurrentPrimary, c.Status.Operation, w.output())
+	}
+	// The restarted replica (replication is not started at boot) is re-joined by watch.
+	eventually(t, ctx, "the restarted replica re-joined by watch", func() error {
+		c := getCluster(t, ctx, "wa")
+		if c.Status.Operation != nil {
+			return errors.New("converging")
+		}
+		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, replica), root))
+		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
+			return fmt.Errorf("not replicating: %v", err)
+		}
+		return nil
+	})
+	if w.actions(t, "repair", "converging") == 0 {
+		t.Error("watch did not report the repair of the restarted replica")
 	}
 
 	// The primary dies.
@@ -161,9 +176,12 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		next = c.Status.CurrentPrimary
 		return nil
 	})
-	eventually(t, ctx, "a write acknowledged by the new primary", func() error {
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	eventually(t, wctx, "a write acknowledged by the new primary", func() error {
 		if _, ok := wr.firstAckAfter(killed); !ok {
-			return errors.New("none yet")
+			n, last := wr.failures()
+			return fmt.Errorf("none yet (%d failed attempts, last: %s)", n, last)
 		}
 		return nil
 	})

@@ -125,12 +125,20 @@ func TestConnectOnPodIP(t *testing.T) {
 			t.Errorf("%s: version %q", p.Name, version)
 		}
 	}
-	addrs, err := r.ServiceAddrs(ctx, ns, "mariadb", "mysql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(addrs) != 3 {
-		t.Fatalf("service endpoints = %v, want the 3 pods", addrs)
+	// The endpoints controller publishes ready pods shortly after they are Ready.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		addrs, err := r.ServiceAddrs(ctx, ns, "mariadb", "mysql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(addrs) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service endpoints = %v, want the 3 pods", addrs)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// BenchmarkWatchOutage measures automatic failover with `watch` running and no command typed:
+// from the fault to the first write acknowledged through the primary Service (the longest gap
+// between acknowledged writes), detection included, for kill -9, freeze, network cut and a lost
+// pod of the primary; with the acknowledged writes lost and the healthy replicas wrongly
+// quarantined.
+func BenchmarkWatchOutage(b *testing.B) {
+	for _, mode := range []string{"kill", "freeze", "cut", "lose"} {
+		b.Run(mode, func(b *testing.B) {
+			t := &testing.T{}
+			ctx := context.Background()
+			for i := 0; i < b.N; i++ {
+				var outages []time.Duration
+				lost, quarantined := 0, 0
+				for run := 0; run < haRuns; run++ {
+					name := fmt.Sprintf("bw%s%d", mode[:2], run)
+					outage, l, q := watchOutageRun(b, t, ctx, name, mode)
+					outages = append(outages, outage)
+					lost, quarantined = lost+l, quarantined+q
+				}
+				reportOutages(b, mode+": automatic failover", outages, lost, quarantined)
+			}
+		})
+	}
+}
+
+func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode string) (time.Duration, int, int) {
+	root := appClusterB(b, t, ctx, name)
+	defer deleteCluster(t, name)
+	w := startWatch(t, nil, name)
+	defer func() { _ = w.cmd.Process.Signal(syscall.SIGKILL); <-w.done }()
+	wr, stop := startWriter(ctx, name)
+	defer stop()
+	time.Sleep(1500 * time.Millisecond)
+	primary := getCluster(t, ctx, name).Status.CurrentPrimary
+	faults := map[string]rig.Fault{"kill": rig.Kill, "freeze": rig.Freeze, "cut": rig.Cut, "lose": rig.Lose}
+	faulted := time.Now()
+	if err := r.Inject(faults[mode], "default", primary); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c := getCluster(t, ctx, name)
+		_, acked := wr.firstAckAfter(faulted)
+		if c.Status.CurrentPrimary != primary && c.Status.Operation == nil && acked {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: no automatic failover within a minute:\n%s\n%s", mode, w.output(), w.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	outage := wr.maxGap()
+	c := getCluster(t, ctx, name)
+	lost := lostAcked(t, ctx, c.Status.CurrentPrimary, root, wr.acked)
+	quarantined := 0
+	for _, e := range c.Status.ErrantInstances {
+		if e.Name != primary {
+			quarantined++
+		}
+	}
+	switch mode {
+	case "freeze":
+		_ = r.Inject(rig.Thaw, "default", primary)
+	case "cut":
+		_ = r.Inject(rig.Restore, "default", primary)
+	case "lose":
+		zero := int64(0)
+		_ = r.Client.CoreV1().Pods("default").Delete(ctx, primary, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}
+	return outage, lost, quarantined
+}
