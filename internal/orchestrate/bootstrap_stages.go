@@ -269,7 +269,16 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		s.ReadyInstances = int32(len(snaps))
 		s.Ready = fmt.Sprintf("%d/%d", len(snaps), c.Spec.Replicas)
 		s.ObservedGeneration = c.Generation
-		s.HA = &v1.HAStatus{State: v1.HAHealthy, Since: &now}
+		// Healthy, with a fresh count of failed checks; the last failover's time stays, so the
+		// cooldown still counts from it after a converge.
+		ha := &v1.HAStatus{State: v1.HAHealthy, Since: &now}
+		if s.HA != nil {
+			ha.LastFailover = s.HA.LastFailover
+			if s.HA.State == v1.HAHealthy && s.HA.Since != nil {
+				ha.Since = s.HA.Since
+			}
+		}
+		s.HA = ha
 		s.Phase = v1.PhaseRunning
 		msg := fmt.Sprintf("primary %s; %d replica(s) proven to replicate from it", primaryName, len(snaps)-1)
 		ready := metav1.ConditionTrue

@@ -91,7 +91,9 @@ func TestLivenessSparesPrimaryWaitingForAcks(t *testing.T) {
 	} else if waiting == 0 {
 		t.Fatal("no commit waits for a semi-sync acknowledgement: the scenario did not happen")
 	}
+	mu.Lock()
 	t.Logf("%d commits wait for an acknowledgement; %d clients refused with 1040", waiting, refused)
+	mu.Unlock()
 
 	ss := &appsv1.StatefulSet{}
 	if err := kube(t).Get(ctx, client.ObjectKey{Namespace: "default", Name: "lv"}, ss); err != nil {

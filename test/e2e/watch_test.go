@@ -205,6 +205,25 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	reasons, texts := eventReasons(t, ctx, "wa")
 	requireEvents(t, reasons, texts, "HASuspected", "PrimaryConfirmedDown", "Promoted")
 
+	// The old primary returned (restarted read-only); watch's repair judges it before anything
+	// else fails: re-joined, or quarantined when it kept a transaction nobody acknowledged.
+	eventually(t, ctx, "the returned old primary re-joined or quarantined by watch", func() error {
+		c := getCluster(t, ctx, "wa")
+		if c.Status.Operation != nil {
+			return errors.New("an operation is in progress")
+		}
+		for _, e := range c.Status.ErrantInstances {
+			if e.Name == primary {
+				return nil
+			}
+		}
+		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, primary), root))
+		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
+			return fmt.Errorf("not replicating yet: %v", err)
+		}
+		return nil
+	})
+
 	// Inside the cooldown a second death is not failed over by itself.
 	if err := r.Inject(rig.Kill, "default", next); err != nil {
 		t.Fatal(err)
@@ -228,8 +247,14 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		t.Errorf("after the manual failover: primary %s, %d writable", c.Status.CurrentPrimary, writableCount(t, ctx, root, pods...))
 	}
 	eventually(t, ctx, "watch sees the new primary Healthy", func() error {
-		if c := getCluster(t, ctx, "wa"); c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy || c.Status.Phase != v1.PhaseRunning {
+		c := getCluster(t, ctx, "wa")
+		if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
 			return fmt.Errorf("ha %+v phase %s", c.Status.HA, c.Status.Phase)
+		}
+		// Running, or Degraded only because a returned primary kept a transaction nobody
+		// acknowledged and was quarantined: the withheld failover is no longer the reason.
+		if d := metaCondition(c, v1.ConditionDegraded); c.Status.Phase != v1.PhaseRunning && (d == nil || d.Reason != "Quarantined") {
+			return fmt.Errorf("phase %s, Degraded condition %+v", c.Status.Phase, d)
 		}
 		return nil
 	})
@@ -379,5 +404,53 @@ func TestWatchSilentPrimary(t *testing.T) {
 				t.Errorf("watch exit %d", code)
 			}
 		})
+	}
+}
+
+// TestWatchCutFromPrimaryOnly: the path between watch and the primary is cut while the replicas
+// (and the application) still reach it. Watch cannot check the primary, but the replicas still
+// receive from it: unreachable is not dead. No failover, the writes go on, and once the path
+// heals the primary is Healthy again.
+func TestWatchCutFromPrimaryOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	appCluster(t, ctx, "wp", 3)
+	defer deleteCluster(t, "wp")
+	w := startWatch(t, nil, "wp")
+	w.supervising(t, ctx)
+	wr, stopWriter := startWriter(ctx, "wp")
+	defer stopWriter()
+	primary := getCluster(t, ctx, "wp").Status.CurrentPrimary
+	cut := time.Now()
+	restore := r.CutFrom(t, w.cmd.Process.Pid, "default", primary)
+	eventually(t, ctx, "watch suspects the primary it cannot reach", func() error {
+		if c := getCluster(t, ctx, "wp"); c.Status.HA == nil || c.Status.HA.State != v1.HASuspected {
+			return fmt.Errorf("ha %+v", c.Status.HA)
+		}
+		return nil
+	})
+	// Many thresholds' worth of failed checks, and past the replicas' net timeout.
+	time.Sleep(10 * time.Second)
+	c := getCluster(t, ctx, "wp")
+	if c.Status.CurrentPrimary != primary || c.Status.Operation != nil || w.actions(t, "failover", "") > 0 {
+		t.Fatalf("a supervisor cut from a live primary failed it over: primary %s, operation %+v\n%s", c.Status.CurrentPrimary, c.Status.Operation, w.output())
+	}
+	if ev := strings.Join(c.Status.HA.Evidence, " "); !strings.Contains(ev, "still receive") {
+		t.Errorf("the Suspected state does not say that the replicas still receive: %q", ev)
+	}
+	if a, ok := wr.firstAckAfter(cut.Add(5 * time.Second)); !ok {
+		t.Errorf("the application's writes stopped while only the supervisor was cut off")
+	} else {
+		t.Logf("writes acknowledged throughout (one at %s after the cut)", a.Sub(cut).Round(time.Millisecond))
+	}
+	restore()
+	eventually(t, ctx, "Healthy once the path heals", func() error {
+		if c := getCluster(t, ctx, "wp"); c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
+			return fmt.Errorf("ha %+v", c.Status.HA)
+		}
+		return nil
+	})
+	if code, _ := w.stop(t); code != 0 {
+		t.Errorf("watch exit %d", code)
 	}
 }

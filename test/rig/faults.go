@@ -2,6 +2,7 @@ package rig
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +77,27 @@ func (r *Rig) Cut(tb testing.TB, namespace, pod string) {
 func (r *Rig) Restore(tb testing.TB, namespace, pod string) {
 	tb.Helper()
 	r.must(tb, Restore, namespace, pod)
+}
+
+// CutFrom partitions one process (a supervisor) from the pod, every other path intact: every
+// packet the process sends to the pod's address is dropped, until the returned restore (or the
+// end of the test).
+func (r *Rig) CutFrom(tb testing.TB, pid int, namespace, pod string) (restore func()) {
+	tb.Helper()
+	undo, err := r.agent.CutProcess(pid, namespace, pod)
+	if err != nil {
+		tb.Fatalf("rig: cut process %d from %s/%s: %v", pid, namespace, pod, err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := undo(); err != nil {
+				tb.Errorf("rig: restore the path from process %d to %s/%s: %v", pid, namespace, pod, err)
+			}
+		})
+	}
+	tb.Cleanup(restore)
+	return restore
 }
 
 // Lose makes the node forget the pod.
