@@ -258,7 +258,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		// longer count as consecutive.
 		w.checks = nil
 	}
-	ch := obs.checkPrimary(ctx, v, creds, max(interval*3/4, 100*time.Millisecond))
+	ch := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
 	if ch.Reachable && ch.Writable {
 		w.lastWritable = ch.At
