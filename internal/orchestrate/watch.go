@@ -118,10 +118,10 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
 	defer repairs.Wait()
 	for ctx.Err() == nil {
-		began := time.Now()
+		began := w.s.Runner.now()
 		next, err := w.tick(actx)
 		// Checks start an interval apart: a check that ran into its timeout used part of it.
-		next = max(next-time.Since(began), 0)
+		next = max(next-w.s.Runner.now().Sub(began), 0)
 		switch {
 		case apierrors.IsNotFound(err):
 			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
@@ -358,10 +358,10 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		}
 		return nil
 	})
-	if errors.Is(err, errLostRace) || err != nil || prev == a.State {
-		if errors.Is(err, errLostRace) {
-			return nil
-		}
+	if errors.Is(err, errLostRace) {
+		return nil // an operation began meanwhile: it owns status.ha now
+	}
+	if err != nil || prev == a.State {
 		return err
 	}
 	w.s.Runner.event(ctx, c, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)

@@ -368,14 +368,8 @@ func TestCandidateFrozenAtPromoting(t *testing.T) {
 			if c.Status.CurrentPrimary != want || c.Status.Operation != nil {
 				t.Errorf("after the way out: primary %s, operation %+v; want %s and none", c.Status.CurrentPrimary, c.Status.Operation, want)
 			}
-			writable := 0
-			for _, p := range pods {
-				if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, p), root)) {
-					writable++
-				}
-			}
-			if writable != 1 {
-				t.Errorf("%d writable instances, want 1", writable)
+			if n := writableCount(t, ctx, root, pods...); n != 1 {
+				t.Errorf("%d writable instances, want 1", n)
 			}
 		})
 	}

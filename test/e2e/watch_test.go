@@ -106,6 +106,28 @@ func (w *watchProc) stop(t *testing.T) (int, time.Duration) {
 	return 0, time.Since(start)
 }
 
+// rejoinedOrQuarantined waits, with no operation in progress, until the pod replicates with both
+// threads or is quarantined.
+func rejoinedOrQuarantined(t *testing.T, ctx context.Context, root, cluster, pod string) {
+	t.Helper()
+	eventually(t, ctx, pod+" re-joined or quarantined", func() error {
+		c := getCluster(t, ctx, cluster)
+		if c.Status.Operation != nil {
+			return errors.New("an operation is in progress")
+		}
+		for _, e := range c.Status.ErrantInstances {
+			if e.Name == pod {
+				return nil
+			}
+		}
+		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, pod), root))
+		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
+			return fmt.Errorf("not replicating yet: %v", err)
+		}
+		return nil
+	})
+}
+
 func writableCount(t *testing.T, ctx context.Context, root string, pods ...string) int {
 	n := 0
 	for _, p := range pods {
@@ -207,22 +229,7 @@ func TestWatchFailsOverByItself(t *testing.T) {
 
 	// The old primary returned (restarted read-only); watch's repair judges it before anything
 	// else fails: re-joined, or quarantined when it kept a transaction nobody acknowledged.
-	eventually(t, ctx, "the returned old primary re-joined or quarantined by watch", func() error {
-		c := getCluster(t, ctx, "wa")
-		if c.Status.Operation != nil {
-			return errors.New("an operation is in progress")
-		}
-		for _, e := range c.Status.ErrantInstances {
-			if e.Name == primary {
-				return nil
-			}
-		}
-		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, primary), root))
-		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
-			return fmt.Errorf("not replicating yet: %v", err)
-		}
-		return nil
-	})
+	rejoinedOrQuarantined(t, ctx, root, "wa", primary)
 
 	// Inside the cooldown a second death is not failed over by itself.
 	if err := r.Inject(rig.Kill, "default", next); err != nil {
@@ -379,22 +386,7 @@ func TestWatchSilentPrimary(t *testing.T) {
 				}
 				return nil
 			})
-			eventually(t, ctx, "the old primary re-joined or quarantined", func() error {
-				c := getCluster(t, ctx, name)
-				if c.Status.Operation != nil {
-					return errors.New("an operation is in progress")
-				}
-				for _, e := range c.Status.ErrantInstances {
-					if e.Name == primary {
-						return nil
-					}
-				}
-				s, err := slaveStatus(ctx, d0)
-				if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
-					return fmt.Errorf("not replicating yet: %v %v", s["Slave_IO_Running"], err)
-				}
-				return nil
-			})
+			rejoinedOrQuarantined(t, ctx, root, name, primary)
 			stopWriter()
 			if n := writableCount(t, ctx, root, pods...); n != 1 {
 				t.Errorf("%d writable instances, want 1", n)
