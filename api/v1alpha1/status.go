@@ -139,6 +139,68 @@ type MysqlClusterStatus struct {
 	// Upgrade is the persisted state of a rolling upgrade, if one is in progress.
 	// +optional
 	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+	// Request is the last request a supervisor (watch) took from the mysqlctl.io/request
+	// annotation, and its outcome: the command that left it follows it here.
+	// +optional
+	Request *RequestStatus `json:"request,omitempty"`
+}
+
+// AnnotationRequest is where a command run while a watch supervises the cluster leaves its
+// request (a Request in JSON) for that watch to carry out.
+const AnnotationRequest = "mysqlctl.io/request"
+
+// Request is an operation asked of the supervising watch.
+type Request struct {
+	// ID identifies the request; the outcome in status.request carries it.
+	ID string `json:"id"`
+	// Type is switchover, failover, resume or abort.
+	Type string `json:"type"`
+	// To is the requested new primary (switchover, failover).
+	To string `json:"to,omitempty"`
+	// Force and Reason are failover --force and its recorded reason.
+	Force  bool   `json:"force,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// CatchUpTimeout bounds the candidate's catch-up (switchover, failover).
+	CatchUpTimeout *metav1.Duration `json:"catchUpTimeout,omitempty"`
+	// By is who asked (the requesting process's actor name).
+	By string `json:"by,omitempty"`
+	// At is when it was asked.
+	At metav1.Time `json:"at"`
+}
+
+// RequestState is where a request stands.
+// +kubebuilder:validation:Enum=Accepted;Succeeded;Failed
+type RequestState string
+
+// Request states.
+const (
+	RequestAccepted  RequestState = "Accepted"
+	RequestSucceeded RequestState = "Succeeded"
+	RequestFailed    RequestState = "Failed"
+)
+
+// RequestStatus is a supervisor's answer to a request.
+type RequestStatus struct {
+	// ID is the request's ID.
+	ID string `json:"id"`
+	// Type is the request's type.
+	Type string `json:"type"`
+	// State is Accepted while the supervisor carries it out, then Succeeded or Failed.
+	State RequestState `json:"state"`
+	// Holder is the supervisor that took it.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+	// Message says what happened (the error of a failed request).
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Outcome is the kind of failure, which decides the requesting command's exit code:
+	// TimedOut, Unsafe, Held or Error.
+	// +optional
+	Outcome string `json:"outcome,omitempty"`
+	// AcceptedAt is when the supervisor took it; FinishedAt when it ended.
+	AcceptedAt metav1.Time `json:"acceptedAt"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // InstanceStatus is one instance as last observed.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -65,7 +66,7 @@ func (o *AbortOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, v1.Request{Type: orchestrate.RequestAbort}, func(ctx context.Context, r *orchestrate.Runner) error {
 		msg, err := r.Abort(ctx, client.ObjectKeyFromObject(cluster))
 		if err != nil {
 			return err
@@ -73,4 +74,8 @@ func (o *AbortOptions) Run(ctx context.Context) error {
 		fmt.Fprintln(o.f.IOStreams.Out, msg)
 		return nil
 	})
+	if err == nil && msg != "" {
+		fmt.Fprintln(o.f.IOStreams.Out, msg)
+	}
+	return err
 }

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -126,8 +128,13 @@ func (o *FailoverOptions) Run(ctx context.Context) error {
 		return printPlan(o.f.IOStreams.Out, o.Plan.Output, p)
 	}
 	start := time.Now()
-	err = withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
-		return r.Failover(ctx, key, o.options())
+	fo := o.options()
+	req := v1.Request{Type: orchestrate.RequestFailover, To: fo.To, Force: fo.Force, Reason: fo.Reason, CatchUpTimeout: &metav1.Duration{Duration: fo.CatchUpTimeout}}
+	if o.resumeOnly {
+		req = v1.Request{Type: orchestrate.RequestResume}
+	}
+	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, req, func(ctx context.Context, r *orchestrate.Runner) error {
+		return r.Failover(ctx, key, fo)
 	})
 	if err != nil {
 		return err

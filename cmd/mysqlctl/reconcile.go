@@ -170,10 +170,13 @@ func holderName() string {
 	return fmt.Sprintf("mysqlctl@%s/%d-%s", host, os.Getpid(), processNonce)
 }
 
-var processNonce = func() string {
+var processNonce = newNonce()
+
+// newNonce returns six random hex digits.
+func newNonce() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}()
+}
 
 func outcomeTimedOut() error { return outcome.ErrTimedOut }

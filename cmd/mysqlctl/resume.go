@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -65,6 +66,13 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 	key := client.ObjectKeyFromObject(cluster)
 	switch op.Type {
 	case orchestrate.OperationBootstrap, orchestrate.OperationConverge:
+		msg, handed, err := handToWatch(ctx, o.f, cluster, v1.Request{Type: orchestrate.RequestResume}, o.Timeout)
+		if handed || err != nil {
+			if err == nil {
+				fmt.Fprintln(o.f.IOStreams.Out, msg)
+			}
+			return err
+		}
 		return runBootstrap(ctx, o.f, key, o.Dialer, o.Timeout, true)
 	case orchestrate.OperationSwitchover:
 		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, resumeOnly: true}).Run(ctx)

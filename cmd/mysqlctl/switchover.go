@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -103,7 +104,11 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 		return printPlan(o.f.IOStreams.Out, o.Plan.Output, p)
 	}
 	start := time.Now()
-	err = withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+	req := v1.Request{Type: orchestrate.RequestSwitchover, To: o.To, CatchUpTimeout: &metav1.Duration{Duration: o.CatchUpTimeout}}
+	if o.resumeOnly {
+		req = v1.Request{Type: orchestrate.RequestResume}
+	}
+	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Switchover(ctx, key, opts)
 	})
 	if err != nil {

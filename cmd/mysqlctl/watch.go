@@ -60,9 +60,13 @@ replicas' view to tell it from a slow network. spec.paused or failover.auto=fals
 and reports only.
 
 An operation recorded in status whose holder stopped (a killed laptop, a cancelled CI job, a
-killed watch) is continued from its recorded stage once the holder's lease expires. Watch holds
-the cluster's Lease only while it acts, so switchover and failover can still be run by hand from
-another terminal.
+killed watch) is continued from its recorded stage once the holder's lease expires.
+
+One watch supervises a cluster at a time: it holds the Lease NAME-watch while it runs. A second
+watch of the same cluster stands by and takes over when the first stops (at once after SIGTERM,
+within 15s after a SIGKILL). While a watch supervises a cluster, switchover, failover, resume and
+abort run from another terminal hand their request to it (the mysqlctl.io/request annotation),
+follow its progress and exit with its outcome; the outcome is kept in status.request.
 
 On SIGINT or SIGTERM the stage in hand finishes and records its successor (within --grace), the
 Lease is released, and watch exits 0; a later watch or 'resume' continues from the status.
@@ -169,7 +173,7 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 			return
 		}
 		running[key] = true
-		out.print(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "supervising"})
+		out.print(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "found: taking its supervisor Lease"})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

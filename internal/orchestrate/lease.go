@@ -35,6 +35,10 @@ var ErrLeaseLost = fmt.Errorf("lease lost: %w", outcome.ErrHeld)
 // LeaseName is the name of a cluster's Lease.
 func LeaseName(c *v1.MysqlCluster) string { return c.Name + "-mysqlctl" }
 
+// SupervisorLeaseName is the name of the Lease a watch holds while it supervises a cluster:
+// one watch supervises a cluster at a time, and commands hand their requests to it.
+func SupervisorLeaseName(c *v1.MysqlCluster) string { return c.Name + "-watch" }
+
 // LeaseOptions tune AcquireLease.
 type LeaseOptions struct {
 	// Wait, when another actor holds the lease, watches the record until it has stayed
@@ -46,6 +50,12 @@ type LeaseOptions struct {
 	// Now is the wall clock written into the record (default time.Now). It is never used to
 	// judge expiry: clocks of different machines disagree.
 	Now func() time.Time
+	// Supervisor takes the supervisor's Lease (SupervisorLeaseName) instead of the
+	// operation Lease; it fences no operation, so no epoch is carried over from status.
+	Supervisor bool
+	// seen continues an observation of the record made by a leaseObserver, so that a wait
+	// for a dead holder's lease counts from when the record was first seen unchanged.
+	seen *observed
 }
 
 // Lease is a held cluster lock and the fencing token that goes with it.
@@ -90,22 +100,26 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	name, op := LeaseName(c), c.Status.Operation
+	if opts.Supervisor {
+		name, op = SupervisorLeaseName(c), nil
+	}
 	l := &Lease{
-		Holder: holder, kube: kube, key: client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)}, now: opts.Now,
+		Holder: holder, kube: kube, key: client.ObjectKey{Namespace: c.Namespace, Name: name}, now: opts.Now,
 		done: make(chan struct{}), lost: make(chan struct{}),
 	}
 	minEpoch := int32(0)
-	if op := c.Status.Operation; op != nil {
+	if op != nil {
 		// A Lease deleted and re-created starts counting again; the epoch must still grow.
 		minEpoch = op.Epoch + 1
 	}
-	var seen *observed
+	seen := opts.seen
 	for {
 		sent := time.Now()
 		lease := &coordinationv1.Lease{}
 		err := kube.Get(ctx, l.key, lease)
 		switch {
-		case apierrors.IsNotFound(err) && c.Status.Operation != nil && (seen == nil || seen.holder != "" || seen.rv != ""):
+		case apierrors.IsNotFound(err) && op != nil && (seen == nil || seen.holder != "" || seen.rv != ""):
 			// An operation is recorded but its Lease is gone (deleted by hand?): its holder may
 			// still be acting until it notices. Watch the absence for a full lease duration, as
 			// for an expiring lease, before creating a new one.
@@ -113,7 +127,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 			continue
 		case apierrors.IsNotFound(err) && seen != nil && seen.holder == "" && seen.rv == "" && time.Since(seen.at) < LeaseDuration:
 			if err := sleepCtx(ctx, min(LeaseDuration-time.Since(seen.at), time.Second)); err != nil {
-				return nil, nil, fmt.Errorf("%w: the Lease of cluster %s is missing while operation %s is recorded (%w)", outcome.ErrHeld, c.Name, c.Status.Operation.ID, err)
+				return nil, nil, fmt.Errorf("%w: the Lease of cluster %s is missing while operation %s is recorded (%w)", outcome.ErrHeld, c.Name, op.ID, err)
 			}
 			continue
 		case apierrors.IsNotFound(err):
@@ -345,6 +359,47 @@ func (l *Lease) Release(ctx context.Context) {
 		lease.Spec.HolderIdentity = &empty
 		_ = l.kube.Update(ctx, lease)
 	}
+}
+
+// leaseObserver watches a Lease record while something else is awaited: what AcquireLease
+// would have observed during that time, handed to it through LeaseOptions.
+type leaseObserver struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	seen   *observed
+}
+
+// observeLease polls the record every second until stop.
+func observeLease(ctx context.Context, kube client.Client, key client.ObjectKey) *leaseObserver {
+	ctx, cancel := context.WithCancel(ctx)
+	o := &leaseObserver{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		for ctx.Err() == nil {
+			lease := &coordinationv1.Lease{}
+			now := time.Now()
+			err := kube.Get(ctx, key, lease)
+			var cur *observed
+			switch {
+			case apierrors.IsNotFound(err):
+				cur = &observed{at: now}
+			case err == nil:
+				cur = &observed{holder: holderOf(lease), rv: lease.ResourceVersion, at: now}
+			}
+			if cur != nil && (o.seen == nil || o.seen.holder != cur.holder || o.seen.rv != cur.rv) {
+				o.seen = cur
+			}
+			_ = sleepCtx(ctx, time.Second)
+		}
+	}()
+	return o
+}
+
+// stop ends the observation and returns it (nil when nothing was seen).
+func (o *leaseObserver) stop() *observed {
+	o.cancel()
+	<-o.done
+	return o.seen
 }
 
 // sleepCtx pauses for d or until ctx ends.

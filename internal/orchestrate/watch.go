@@ -82,12 +82,65 @@ type watcher struct {
 	resumeFailed map[string]time.Time
 	// lastErr is the last error reported, so that a persistent error is printed once.
 	lastErr string
+	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
+	// first wait for it continues from there.
+	opSeen *observed
 }
 
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
-// Grace, and returns nil) or the cluster is deleted.
+// Grace, and returns nil) or the cluster is deleted. It supervises only while it holds the
+// cluster's supervisor Lease: a second watch of the same cluster stands by and takes over
+// when the first stops (at once when it releases, within LeaseDuration when it dies).
 func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
-	w := &watcher{s: s, key: key, stopping: ctx.Done(), wake: make(chan struct{}, 1)}
+	standby := ""
+	for ctx.Err() == nil {
+		c := &v1.MysqlCluster{}
+		err := s.Runner.Kube.Get(ctx, key, c)
+		if err == nil {
+			var lctx context.Context
+			var lease *Lease
+			// While the supervisor Lease of a dead watch expires, the operation Lease (which
+			// that watch may have held too) is observed, so that its wait overlaps this one.
+			opLease := observeLease(ctx, s.Runner.Kube, client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)})
+			lctx, lease, err = AcquireLease(ctx, s.Runner.Kube, c, s.Runner.Holder, LeaseOptions{Wait: true, Supervisor: true})
+			opSeen := opLease.stop()
+			if err == nil {
+				standby = ""
+				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), opSeen: opSeen}
+				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
+				deleted := w.supervise(lctx)
+				lease.Release(context.WithoutCancel(ctx))
+				if deleted {
+					return nil
+				}
+				if ctx.Err() == nil {
+					w.report(Transition{Action: "watch", Reason: "lost the supervisor Lease: standing by"})
+				}
+				continue
+			}
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			s.report(key, Transition{Action: "stop", Reason: "the cluster was deleted"})
+			return nil
+		case ctx.Err() != nil:
+		case err.Error() != standby:
+			standby = err.Error()
+			action := "error"
+			if errors.Is(err, outcome.ErrHeld) {
+				action = "standby"
+			}
+			s.report(key, Transition{Action: action, Reason: err.Error()})
+		}
+		_ = sleepCtx(ctx, time.Second)
+	}
+	return nil
+}
+
+// supervise checks and acts on the cluster until ctx ends (the supervisor stops, or lost its
+// Lease); it reports whether the cluster was deleted.
+func (w *watcher) supervise(ctx context.Context) bool {
+	s := w.s
 	defer func() {
 		if w.sentinelStop != nil {
 			w.sentinelStop()
@@ -120,12 +173,13 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 	for ctx.Err() == nil {
 		began := w.s.Runner.now()
 		next, err := w.tick(actx)
+		w.opSeen = nil // only the first tick continues the observation made while waiting
 		// Checks start an interval apart: a check that ran into its timeout used part of it.
 		next = max(next-w.s.Runner.now().Sub(began), 0)
 		switch {
 		case apierrors.IsNotFound(err):
 			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
-			return nil
+			return true
 		case err != nil && ctx.Err() == nil && err.Error() != w.lastErr:
 			w.lastErr = err.Error()
 			w.report(Transition{Action: "error", Reason: err.Error()})
@@ -140,7 +194,7 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		}
 		t.Stop()
 	}
-	return nil
+	return false
 }
 
 // watchSentinel keeps a sentinel session on the primary incarnation: when it ends early (the
@@ -177,15 +231,17 @@ func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, cr
 	}()
 }
 
-func (w *watcher) report(t Transition) {
-	if w.s.Report == nil {
+func (w *watcher) report(t Transition) { w.s.report(w.key, t) }
+
+func (s *Supervisor) report(key client.ObjectKey, t Transition) {
+	if s.Report == nil {
 		return
 	}
 	if t.Time.IsZero() {
-		t.Time = w.s.Runner.now()
+		t.Time = s.Runner.now()
 	}
-	t.Namespace, t.Cluster = w.key.Namespace, w.key.Name
-	w.s.Report(t)
+	t.Namespace, t.Cluster = key.Namespace, key.Name
+	s.Report(t)
 }
 
 func detectionInterval(c *v1.MysqlCluster) time.Duration {
@@ -230,6 +286,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return time.Second, err
 	}
 	interval := detectionInterval(c)
+	if req, err := requestOf(c); req != nil || err != nil {
+		// A command run elsewhere handed its request to this supervisor.
+		w.checks = nil
+		return interval, w.serveRequest(ctx, c, req, err)
+	}
 	if op := c.Status.Operation; op != nil && !(op.Type == OperationConverge && w.repairing.Load()) {
 		// (A converge this supervisor's repairer runs does not stop detection: a primary that
 		// dies meanwhile is failed over, superseding the converge.)
@@ -376,7 +437,11 @@ const reasonFailoverWithheld = "AutomaticFailoverWithheld"
 // at once when the cluster is held.
 func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, fn func(context.Context, *Runner) error) error {
 	r := w.s.Runner
-	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, LeaseOptions{Wait: wait})
+	opts := LeaseOptions{Wait: wait}
+	if wait {
+		opts.seen, w.opSeen = w.opSeen, nil
+	}
+	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, opts)
 	if err != nil {
 		return errNotAcquired{err}
 	}
@@ -477,17 +542,7 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 			return nil // finished while the lease was awaited
 		}
 		w.report(Transition{Action: "resume", Reason: fmt.Sprintf("continuing the %s %s from stage %s (its holder %s stopped)", op.Type, op.ID, op.Stage, op.Holder)})
-		switch op.Type {
-		case OperationBootstrap:
-			return r.Bootstrap(ctx, w.key)
-		case OperationConverge:
-			return r.Converge(ctx, w.key)
-		case OperationSwitchover:
-			return r.Switchover(ctx, w.key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
-		case OperationFailover:
-			return r.Failover(ctx, w.key, FailoverOptions{To: op.Target, ResumeOnly: true})
-		}
-		return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
+		return r.continueRecorded(ctx, w.key, op)
 	})
 	var na errNotAcquired
 	if errors.As(err, &na) {
@@ -507,6 +562,21 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		w.resumeFailed[key] = w.s.Runner.now()
 	}
 	return fmt.Errorf("resuming the %s %s: %w", op.Type, op.ID, err)
+}
+
+// continueRecorded continues the recorded operation from its stage.
+func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op *v1.OperationStatus) error {
+	switch op.Type {
+	case OperationBootstrap:
+		return r.Bootstrap(ctx, key)
+	case OperationConverge:
+		return r.Converge(ctx, key)
+	case OperationSwitchover:
+		return r.Switchover(ctx, key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
+	case OperationFailover:
+		return r.Failover(ctx, key, FailoverOptions{To: op.Target, ResumeOnly: true})
+	}
+	return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 }
 
 // errNotAcquired is a Lease that could not be taken: another actor holds the cluster.

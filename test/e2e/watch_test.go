@@ -446,3 +446,87 @@ func TestWatchCutFromPrimaryOnly(t *testing.T) {
 		t.Errorf("watch exit %d", code)
 	}
 }
+
+// TestWatchCarriesOutHandedRequests: while a watch supervises a cluster, switchover and failover
+// typed in another terminal are handed to it (no exit 5), followed, and exit with its outcome; a
+// second watch stands by and takes over at once when the first gets SIGTERM; a frozen watch's
+// request is withdrawn once its Lease stops changing, and the command then runs itself.
+func TestWatchCarriesOutHandedRequests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "wq", 3)
+	defer deleteCluster(t, "wq")
+	pods := []string{"wq-0", "wq-1", "wq-2"}
+	first := startWatch(t, nil, "wq")
+	first.supervising(t, ctx)
+	second := startWatch(t, nil, "wq")
+	eventually(t, ctx, "the second watch standing by", func() error {
+		if second.actions(t, "standby", "holds cluster wq") == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	wr, stopWriter := startWriter(ctx, "wq")
+	defer stopWriter()
+	primary := getCluster(t, ctx, "wq").Status.CurrentPrimary
+	target := pods[0]
+	if target == primary {
+		target = pods[1]
+	}
+
+	res := mysqlctl(t, "switchover", "wq", "--to", target)
+	if res.code != 0 || !strings.Contains(res.stderr, "handed to it") {
+		t.Fatalf("switchover while watch supervises: exit %d\n%s", res.code, res.stderr)
+	}
+	c := getCluster(t, ctx, "wq")
+	if c.Status.CurrentPrimary != target || c.Status.Request == nil || c.Status.Request.State != v1.RequestSucceeded || c.Status.Request.Type != orchestrate.RequestSwitchover {
+		t.Fatalf("after the handed switchover: primary %s (want %s), request %+v", c.Status.CurrentPrimary, target, c.Status.Request)
+	}
+	if _, ok := c.Annotations[v1.AnnotationRequest]; ok {
+		t.Errorf("the request annotation stayed after its outcome was recorded: %q", c.Annotations[v1.AnnotationRequest])
+	}
+	if first.actions(t, "request", "succeeded") != 1 || second.actions(t, "request", "carrying out") != 0 {
+		t.Errorf("the supervising watch did not carry the request out alone:\nfirst:\n%s\nsecond:\n%s", first.output(), second.output())
+	}
+
+	// A request the watch refuses exits with the refusal's code: a failover of a live primary.
+	res = mysqlctl(t, "failover", "wq")
+	if c := getCluster(t, ctx, "wq"); res.code != 4 || !strings.Contains(res.stderr, "handed to it") || c.Status.Request == nil || c.Status.Request.Outcome != orchestrate.OutcomeUnsafe || c.Status.CurrentPrimary != target {
+		t.Fatalf("failover of a live primary through watch: exit %d (want 4), request %+v, primary %s\n%s", res.code, c.Status.Request, c.Status.CurrentPrimary, res.stderr)
+	}
+
+	// SIGTERM: the standing-by watch takes over at once and carries out the next request.
+	if code, _ := first.stop(t); code != 0 {
+		t.Fatalf("first watch exit %d", code)
+	}
+	second.supervising(t, ctx)
+	res = mysqlctl(t, "switchover", "wq", "--to", primary)
+	if res.code != 0 || !strings.Contains(res.stderr, "handed to it") || second.actions(t, "request", "succeeded") != 1 {
+		t.Fatalf("switchover handed to the second watch: exit %d\n%s\n%s", res.code, res.stderr, second.output())
+	}
+
+	// A frozen watch takes nothing: once its Lease has not changed for a lease duration the
+	// request is withdrawn and the command runs itself.
+	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	res = mysqlctl(t, "switchover", "wq", "--to", target)
+	_ = second.cmd.Process.Signal(syscall.SIGCONT)
+	if res.code != 0 || !strings.Contains(res.stderr, "withdrawn, running it here") {
+		t.Fatalf("switchover with a frozen watch: exit %d\n%s", res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "wq"); c.Status.CurrentPrimary != target {
+		t.Fatalf("primary %s after the switchover run here, want %s", c.Status.CurrentPrimary, target)
+	}
+	time.Sleep(3 * time.Second) // the thawed watch finds nothing left to do
+	if n := second.actions(t, "request", "carrying out"); n != 1 || getCluster(t, ctx, "wq").Annotations[v1.AnnotationRequest] != "" {
+		t.Errorf("the withdrawn request was carried out after all (%d request reports):\n%s", n, second.output())
+	}
+	if n := writableCount(t, ctx, root, pods...); n != 1 {
+		t.Errorf("%d writable instances, want 1", n)
+	}
+	stopWriter()
+	holdsAcked(t, ctx, target, db(t, mustPodAddr(t, ctx, target), root), wr.acked)
+	reasons, texts := eventReasons(t, ctx, "wq")
+	requireEvents(t, reasons, texts, "RequestAccepted", "RequestSucceeded", "RequestFailed")
+}

@@ -1,0 +1,280 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// Request types a supervising watch carries out for a command run elsewhere.
+const (
+	RequestSwitchover = OperationSwitchover
+	RequestFailover   = OperationFailover
+	RequestResume     = "resume"
+	RequestAbort      = "abort"
+)
+
+// Outcome kinds recorded in status.request, each the failure class the requesting command
+// exits with.
+const (
+	OutcomeTimedOut = "TimedOut"
+	OutcomeUnsafe   = "Unsafe"
+	OutcomeHeld     = "Held"
+	OutcomeError    = "Error"
+)
+
+// Supervision is what a cluster's supervisor Lease says: who supervises it, and when the
+// record last changed as this process saw it.
+type Supervision struct {
+	Holder string
+	// RenewedRecently judges the holder alive by its own timestamp: only ever used to decide
+	// whether to hand a request over, never to take anything.
+	RenewedRecently bool
+	// Version changes with every renewal.
+	Version string
+}
+
+// Supervisor reads the cluster's supervisor Lease. A missing or released Lease is an empty
+// holder.
+func SupervisorOf(ctx context.Context, kube client.Client, c *v1.MysqlCluster) (Supervision, error) {
+	l := &coordinationv1.Lease{}
+	err := kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: SupervisorLeaseName(c)}, l)
+	if apierrors.IsNotFound(err) {
+		return Supervision{}, nil
+	}
+	if err != nil {
+		return Supervision{}, fmt.Errorf("read Lease %s/%s: %w", c.Namespace, SupervisorLeaseName(c), err)
+	}
+	return Supervision{Holder: holderOf(l), RenewedRecently: recentlyRenewed(l, time.Now()), Version: l.ResourceVersion}, nil
+}
+
+// requestOf returns the request left on the cluster, nil when there is none. A request that
+// does not parse is answered as failed, so its command does not wait forever.
+func requestOf(c *v1.MysqlCluster) (*v1.Request, error) {
+	raw, ok := c.Annotations[v1.AnnotationRequest]
+	if !ok {
+		return nil, nil
+	}
+	req := &v1.Request{}
+	if err := json.Unmarshal([]byte(raw), req); err != nil || req.ID == "" {
+		return nil, fmt.Errorf("annotation %s is not a request: %q", v1.AnnotationRequest, raw)
+	}
+	return req, nil
+}
+
+// PostRequest leaves req on the cluster for its supervisor. It is refused (outcome.ErrHeld)
+// while another request waits for an answer.
+func PostRequest(ctx context.Context, kube client.Client, key client.ObjectKey, req v1.Request) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &v1.MysqlCluster{}
+		if err := kube.Get(ctx, key, c); err != nil {
+			return err
+		}
+		if other, err := requestOf(c); err == nil && other != nil && other.ID != req.ID && !answered(c, other.ID) {
+			return fmt.Errorf("%w: %s's request %s (%s, asked at %s) waits for the supervisor of %s; follow it with 'mysqlctl status %s' or remove it with 'kubectl annotate mysqlcluster %s %s-'",
+				outcome.ErrHeld, other.By, other.ID, other.Type, other.At.UTC().Format(time.RFC3339), key.Name, key.Name, key.Name, v1.AnnotationRequest)
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1.AnnotationRequest] = string(b)
+		return kube.Update(ctx, c)
+	})
+}
+
+// WithdrawRequest removes the request with this ID if it is still on the cluster and no
+// supervisor has taken it. It reports whether the request was withdrawn (false: it was taken).
+func WithdrawRequest(ctx context.Context, kube client.Client, key client.ObjectKey, id string) (bool, error) {
+	withdrawn := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &v1.MysqlCluster{}
+		if err := kube.Get(ctx, key, c); err != nil {
+			return err
+		}
+		if r := c.Status.Request; r != nil && r.ID == id {
+			return nil // taken: it runs, or ran
+		}
+		if req, _ := requestOf(c); req == nil || req.ID != id {
+			withdrawn = true
+			return nil
+		}
+		delete(c.Annotations, v1.AnnotationRequest)
+		if err := kube.Update(ctx, c); err != nil {
+			return err
+		}
+		withdrawn = true
+		return nil
+	})
+	return withdrawn, err
+}
+
+// answered reports whether status holds the outcome of request id.
+func answered(c *v1.MysqlCluster, id string) bool {
+	r := c.Status.Request
+	return r != nil && r.ID == id && r.State != v1.RequestAccepted
+}
+
+// RequestError turns a failed request's recorded outcome into the error its command exits with.
+func RequestError(r *v1.RequestStatus) error {
+	if r.State != v1.RequestFailed {
+		return nil
+	}
+	kind := map[string]error{OutcomeTimedOut: outcome.ErrTimedOut, OutcomeUnsafe: outcome.ErrUnsafe, OutcomeHeld: outcome.ErrHeld}[r.Outcome]
+	if kind == nil {
+		return fmt.Errorf("the supervisor %s: %s", r.Holder, r.Message)
+	}
+	return fmt.Errorf("%w: the supervisor %s: %s", kind, r.Holder, r.Message)
+}
+
+func outcomeKind(err error) string {
+	switch {
+	case errors.Is(err, outcome.ErrTimedOut), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimedOut
+	case errors.Is(err, outcome.ErrUnsafe):
+		return OutcomeUnsafe
+	case errors.Is(err, outcome.ErrHeld):
+		return OutcomeHeld
+	}
+	return OutcomeError
+}
+
+// serveRequest carries out a request left on the cluster: it records the request as accepted,
+// runs it under the cluster's Lease, records the outcome and removes the annotation.
+func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.Request, perr error) error {
+	if perr != nil {
+		return w.answer(ctx, c, &v1.Request{ID: "invalid", Type: "unknown"}, perr)
+	}
+	if answered(c, req.ID) {
+		return w.clearRequest(ctx, req.ID) // answered, but the annotation stayed (a crash)
+	}
+	now := metav1.NewTime(w.s.Runner.now())
+	if err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if r := s.Request; r != nil && r.ID == req.ID {
+			r.Holder = w.s.Runner.Holder // taken over from a supervisor that stopped
+			return nil
+		}
+		s.Request = &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestAccepted, Holder: w.s.Runner.Holder, AcceptedAt: now}
+		return nil
+	}); err != nil {
+		return err
+	}
+	w.report(Transition{Action: "request", Reason: fmt.Sprintf("carrying out the %s %s asked by %s", req.Type, req.ID, req.By)})
+	w.s.Runner.event(ctx, c, false, "RequestAccepted", fmt.Sprintf("the supervisor %s carries out the %s %s asked by %s", w.s.Runner.Holder, req.Type, req.ID, req.By))
+	w.failing.Store(true) // the repairer stands aside while the request runs
+	defer w.failing.Store(false)
+	w.stopRepair()
+	msg, err := w.runRequest(ctx, c, req)
+	w.act.Unlock()
+	if errors.Is(err, ErrStopped) {
+		return nil // this supervisor stops: the next one continues the recorded operation
+	}
+	return w.answer(ctx, c, req, err, msg)
+}
+
+// runRequest runs the request's operation on a Runner holding the Lease, and returns the
+// message to record.
+func (w *watcher) runRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.Request) (string, error) {
+	catchUp := time.Duration(0)
+	if req.CatchUpTimeout != nil {
+		catchUp = req.CatchUpTimeout.Duration
+	}
+	var msg string
+	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
+		cur := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
+			return err
+		}
+		op := cur.Status.Operation
+		if op != nil && op.Type == OperationConverge && (req.Type == RequestSwitchover || req.Type == RequestFailover) {
+			// A converge (the repairer's, cut short for this request) goes first: it never
+			// changes the primary, and the request needs the cluster free.
+			if err := r.continueRecorded(ctx, w.key, op); err != nil {
+				return err
+			}
+			op = nil
+		}
+		var err error
+		switch req.Type {
+		case RequestSwitchover:
+			err = r.Switchover(ctx, w.key, SwitchoverOptions{To: req.To, CatchUpTimeout: catchUp, ResumeOnly: op != nil && op.Type == OperationSwitchover})
+		case RequestFailover:
+			err = r.Failover(ctx, w.key, FailoverOptions{To: req.To, Force: req.Force, Reason: req.Reason, CatchUpTimeout: catchUp, ResumeOnly: op != nil && op.Type == OperationFailover})
+		case RequestResume:
+			if op == nil {
+				msg = "nothing to resume: no operation is recorded on " + w.key.Name
+				return nil
+			}
+			err = r.continueRecorded(ctx, w.key, op)
+		case RequestAbort:
+			msg, err = r.Abort(ctx, w.key)
+		default:
+			return fmt.Errorf("unknown request type %q (sent by a newer mysqlctl?)", req.Type)
+		}
+		if err == nil && msg == "" {
+			after := &v1.MysqlCluster{}
+			if gerr := r.Kube.Get(ctx, w.key, after); gerr == nil && len(after.Status.History) > 0 {
+				msg = after.Status.History[0].Message
+			}
+		}
+		return err
+	})
+	var na errNotAcquired
+	if errors.As(err, &na) {
+		err = na.err
+	}
+	return msg, err
+}
+
+// answer records the request's outcome, then removes the annotation.
+func (w *watcher) answer(ctx context.Context, c *v1.MysqlCluster, req *v1.Request, err error, msg ...string) error {
+	now := metav1.NewTime(w.s.Runner.now())
+	rs := &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestSucceeded, Holder: w.s.Runner.Holder, AcceptedAt: now, FinishedAt: &now}
+	if len(msg) > 0 {
+		rs.Message = msg[0]
+	}
+	if err != nil {
+		rs.State, rs.Message, rs.Outcome = v1.RequestFailed, err.Error(), outcomeKind(err)
+	}
+	if uerr := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if r := s.Request; r != nil && r.ID == req.ID {
+			rs.AcceptedAt = r.AcceptedAt
+		}
+		s.Request = rs
+		return nil
+	}); uerr != nil {
+		return uerr
+	}
+	w.report(Transition{Action: "request", Reason: fmt.Sprintf("the %s %s %s: %s", req.Type, req.ID, map[v1.RequestState]string{v1.RequestSucceeded: "succeeded", v1.RequestFailed: "failed"}[rs.State], rs.Message)})
+	w.s.Runner.event(ctx, c, rs.State == v1.RequestFailed, "Request"+string(rs.State), fmt.Sprintf("the %s %s asked by %s: %s", req.Type, req.ID, req.By, rs.Message))
+	return w.clearRequest(ctx, req.ID)
+}
+
+// clearRequest removes the annotation if it still holds request id (or one that does not parse).
+func (w *watcher) clearRequest(ctx context.Context, id string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &v1.MysqlCluster{}
+		if err := w.s.Runner.Kube.Get(ctx, w.key, c); err != nil {
+			return err
+		}
+		if req, err := requestOf(c); err == nil && (req == nil || req.ID != id) {
+			return nil
+		}
+		delete(c.Annotations, v1.AnnotationRequest)
+		return w.s.Runner.Kube.Update(ctx, c)
+	})
+}
