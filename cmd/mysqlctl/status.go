@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -90,15 +92,18 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			op += ": " + x.Message
 		}
 	}
+	sup, _ := orchestrate.SupervisorOf(ctx, c, cluster)
+	ha := haLine(cluster, sup, time.Now())
 	if ios.IsStdoutTTY() {
 		styled := map[string]func(string) string{"healthy": st.Success, "attention": st.Warning, "degraded": st.Error}[level]
 		if styled == nil {
 			styled = st.Bold
 		}
 		fmt.Fprintf(ios.Out, "%s  %s  %s\n", st.Bold(cluster.Name), dash(string(cluster.Status.Phase)), styled(level+": "+verdict))
-		fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("operation:"), op)
+		fmt.Fprintf(ios.Out, "%s %s\n", st.Faint("operation:"), op)
+		fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("ha:"), ha)
 	} else {
-		fmt.Fprintf(ios.Out, "cluster\t%s\nphase\t%s\nverdict\t%s: %s\noperation\t%s\n", cluster.Name, dash(string(cluster.Status.Phase)), level, verdict, op)
+		fmt.Fprintf(ios.Out, "cluster\t%s\nphase\t%s\nverdict\t%s: %s\noperation\t%s\nha\t%s\n", cluster.Name, dash(string(cluster.Status.Phase)), level, verdict, op, ha)
 	}
 	headers := []string{"instance", "role", "state", "gtid", "lag", "restarts", "pod"}
 	if o.Output == cmdutil.OutputWide {
@@ -196,4 +201,31 @@ func Verdict(c *v1.MysqlCluster, pods map[string]*corev1.Pod) (level, sentence s
 		}
 	}
 	return "healthy", fmt.Sprintf("primary %s writable; %d replica(s) proven replicating", st.CurrentPrimary, replicas)
+}
+
+// haLine says who supervises the cluster and the HA state it recorded, with its first piece of
+// evidence when it is not Healthy, and a request in progress.
+func haLine(c *v1.MysqlCluster, sup orchestrate.Supervision, now time.Time) string {
+	who := "no watch supervises it"
+	if sup.Holder != "" && sup.RenewedRecently {
+		who = "supervised by " + sup.Holder
+	}
+	h := c.Status.HA
+	if h == nil {
+		return who + "; no HA state recorded yet"
+	}
+	line := string(h.State)
+	if h.Since != nil {
+		line += " for " + duration.HumanDuration(now.Sub(h.Since.Time))
+	}
+	if h.State != v1.HAHealthy && len(h.Evidence) > 0 {
+		line += " (" + h.Evidence[0] + ")"
+	}
+	if h.LastFailover != nil {
+		line += "; last failover " + duration.HumanDuration(now.Sub(h.LastFailover.Time)) + " ago"
+	}
+	if r := c.Status.Request; r != nil && r.State == v1.RequestAccepted {
+		line += fmt.Sprintf("; carrying out the %s request %s", r.Type, r.ID)
+	}
+	return line + "; " + who
 }

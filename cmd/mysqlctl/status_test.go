@@ -148,3 +148,30 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+func TestHALine(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) *metav1.Time { m := metav1.NewTime(now.Add(-ago)); return &m }
+	live := orchestrate.Supervision{Holder: "mysqlctl@host/1-abc", RenewedRecently: true}
+	for _, tc := range []struct {
+		name string
+		st   v1.MysqlClusterStatus
+		sup  orchestrate.Supervision
+		want string
+	}{
+		{"never supervised", v1.MysqlClusterStatus{}, orchestrate.Supervision{}, "no watch supervises it; no HA state recorded yet"},
+		{"healthy", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy, Since: at(3 * time.Minute), Evidence: []string{"fine"}}}, live,
+			"Healthy for 3m; supervised by mysqlctl@host/1-abc"},
+		{"suspected, stale supervisor", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HASuspected, Since: at(2 * time.Second), Evidence: []string{"1 of 3 failed checks"}, LastFailover: at(time.Hour)}},
+			orchestrate.Supervision{Holder: "gone", RenewedRecently: false},
+			"Suspected for 2s (1 of 3 failed checks); last failover 60m ago; no watch supervises it"},
+		{"request", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy}, Request: &v1.RequestStatus{ID: "req-1", Type: "switchover", State: v1.RequestAccepted}}, live,
+			"Healthy; carrying out the switchover request req-1; supervised by mysqlctl@host/1-abc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := haLine(&v1.MysqlCluster{Status: tc.st}, tc.sup, now); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
