@@ -347,7 +347,7 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 	if _, err := r.guard("start a " + op.Type); err != nil {
 		return err
 	}
-	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+	if err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
 		}
@@ -357,7 +357,13 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 		s.Operation = &o
 		init(s)
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	// No voluntary eviction while the operation runs. The budget is a courtesy to drains,
+	// not a safety mechanism: an operation is not held up by a failure to write it.
+	_ = syncPDB(ctx, r.Kube, cluster)
+	return nil
 }
 
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
@@ -697,7 +703,14 @@ func (r *Runner) applyPDB(ctx context.Context, key client.ObjectKey) error {
 	if err := r.Kube.Get(ctx, key, c); err != nil {
 		return err
 	}
-	_, err := Apply(ctx, r.Kube, BuildPDB(c, ConvergenceFromStatus(c, true)))
+	return syncPDB(ctx, r.Kube, c)
+}
+
+// syncPDB derives the PodDisruptionBudget from the status as recorded in c: it allows one
+// eviction only while the cluster is converged, Healthy and no operation runs. Nothing is sent
+// when it already matches.
+func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
+	_, err := Apply(ctx, kube, BuildPDB(c, ConvergenceFromStatus(c, true)))
 	return err
 }
 

@@ -102,6 +102,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 		op := cluster.Status.Operation
 		if op == nil {
 			if started || opts.ResumeOnly {
+				_ = syncPDB(ctx, r.Kube, cluster)
 				return r.lastResult(cluster, OperationFailover)
 			}
 			if cluster.Status.CurrentPrimary == "" {

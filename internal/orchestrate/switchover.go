@@ -78,6 +78,7 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 		op := cluster.Status.Operation
 		if op == nil {
 			if started || opts.ResumeOnly {
+				_ = syncPDB(ctx, r.Kube, cluster)
 				return r.finishedResult(cluster)
 			}
 			if cluster.Status.Phase != v1.PhaseRunning || cluster.Status.CurrentPrimary == "" {

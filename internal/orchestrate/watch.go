@@ -425,6 +425,10 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	if err != nil || prev == a.State {
 		return err
 	}
+	// The disruption budget follows health: one eviction allowed only while Healthy.
+	if perr := syncPDB(ctx, w.s.Runner.Kube, c); perr != nil {
+		w.report(Transition{Action: "error", Reason: "updating the PodDisruptionBudget: " + perr.Error()})
+	}
 	w.s.Runner.event(ctx, c, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
 	w.report(Transition{From: prev, To: a.State, Primary: c.Status.CurrentPrimary, Reason: a.Reason})
 	return nil

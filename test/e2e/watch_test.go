@@ -17,6 +17,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // watchProc is a `watch` process running in the background.
@@ -128,6 +129,21 @@ func rejoinedOrQuarantined(t *testing.T, ctx context.Context, root, cluster, pod
 	})
 }
 
+// pdbAllows waits until the cluster's PodDisruptionBudget allows want voluntary evictions.
+func pdbAllows(t *testing.T, ctx context.Context, cluster string, want int) {
+	t.Helper()
+	eventually(t, ctx, fmt.Sprintf("the PodDisruptionBudget of %s at maxUnavailable %d", cluster, want), func() error {
+		pdb, err := r.Client.PolicyV1().PodDisruptionBudgets("default").Get(ctx, cluster, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := pdb.Spec.MaxUnavailable; got == nil || got.IntValue() != want {
+			return fmt.Errorf("maxUnavailable %v", got)
+		}
+		return nil
+	})
+}
+
 func writableCount(t *testing.T, ctx context.Context, root string, pods ...string) int {
 	n := 0
 	for _, p := range pods {
@@ -155,6 +171,7 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	defer stopWriter()
 	w.supervising(t, ctx)
 	primary := getCluster(t, ctx, "wa").Status.CurrentPrimary
+	pdbAllows(t, ctx, "wa", 1) // Healthy, converged, nothing running
 
 	// A replica dies: not a reason to fail over.
 	replica := "wa-1"
@@ -242,6 +259,7 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		}
 		return nil
 	})
+	pdbAllows(t, ctx, "wa", 0) // Degraded: no voluntary eviction
 	c = getCluster(t, ctx, "wa")
 	if c.Status.CurrentPrimary != next || !strings.Contains(strings.Join(c.Status.HA.Evidence, " "), "mysqlctl failover wa") {
 		t.Errorf("inside the cooldown: primary %s (want %s unchanged), evidence %q", c.Status.CurrentPrimary, next, c.Status.HA.Evidence)
@@ -301,6 +319,7 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StagePromoting {
 		t.Fatalf("no failover recorded at Promoting after the watch was killed: %+v", c.Status.Operation)
 	}
+	pdbAllows(t, ctx, "wk", 0) // an operation runs: no voluntary eviction
 	second := startWatch(t, nil, "wk")
 	eventually(t, ctx, "the second watch finishes the failover", func() error {
 		c := getCluster(t, ctx, "wk")
@@ -321,6 +340,12 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	}
 	if second.actions(t, "failover", "the primary is dead") != 0 {
 		t.Errorf("the second watch started another failover:\n%s", second.output())
+	}
+	// Once the old primary is judged (re-joined, or quarantined: then the roles are not
+	// converged and the budget stays closed) and the cluster is Healthy, it opens again.
+	rejoinedOrQuarantined(t, ctx, root, "wk", primary)
+	if c := getCluster(t, ctx, "wk"); len(c.Status.ErrantInstances) == 0 {
+		pdbAllows(t, ctx, "wk", 1)
 	}
 }
 
