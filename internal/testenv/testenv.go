@@ -56,6 +56,7 @@ type Env struct {
 	// envtest starts etcd and kube-apiserver without a parent-death signal.
 	reaper     *exec.Cmd
 	reaperPipe io.WriteCloser
+	log        io.Writer
 }
 
 // Main starts a control plane, stores it in *env, runs the package's tests and stops it.
@@ -150,6 +151,7 @@ func Start(opts Options) (_ *Env, retErr error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	e.log = logw
 	certDir := e.env.ControlPlane.APIServer.CertDir
 	if opts.ControllerManager {
 		ca := filepath.Join(dir, "ca.crt")
@@ -293,6 +295,77 @@ func (e *Env) PIDs() []int {
 		}
 	}
 	return out
+}
+
+// RestartAPIServer kills kube-apiserver with SIGKILL (as a crash or an OOM kill would), waits
+// down, and starts it again with the same arguments, certificates and port; it returns once
+// the server answers /readyz again. Clients keep their configuration.
+func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	pid, args := 0, []string(nil)
+	for _, p := range e.PIDs() {
+		if a := cmdlineOf(p); len(a) > 0 && filepath.Base(a[0]) == "kube-apiserver" {
+			pid, args = p, a
+		}
+	}
+	if pid == 0 {
+		return errors.New("no kube-apiserver of this control plane runs")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill kube-apiserver %d: %w", pid, err)
+	}
+	for e.running(pid) {
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, down); err != nil {
+		return err
+	}
+	if err := e.startProcess(args[0], e.log, args[1:]...); err != nil {
+		return err
+	}
+	e.stopReaper()
+	if err := e.startReaper(); err != nil {
+		return err
+	}
+	for {
+		if err := e.Healthy(ctx); err == nil {
+			return nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("kube-apiserver did not come back: %w", err)
+		}
+	}
+}
+
+// running reports whether pid is a live (not zombie) process.
+func (e *Env) running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// cmdlineOf returns a process's arguments.
+func cmdlineOf(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Healthy reports whether the API server answers /readyz.

@@ -555,3 +555,59 @@ func TestWatchCarriesOutHandedRequests(t *testing.T) {
 	reasons, texts := eventReasons(t, ctx, "wq")
 	requireEvents(t, reasons, texts, "RequestAccepted", "RequestSucceeded", "RequestFailed")
 }
+
+// TestWatchSurvivesAPIServerRestart: kube-apiserver is killed and comes back while watch
+// supervises a healthy cluster under writes: no failover (the API's silence says nothing about
+// MySQL), the writes go on, and afterwards watch still fails a killed primary over by itself.
+func TestWatchSurvivesAPIServerRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "wx", 3)
+	defer deleteCluster(t, "wx")
+	pods := []string{"wx-0", "wx-1", "wx-2"}
+	w := startWatch(t, nil, "wx")
+	w.supervising(t, ctx)
+	wr, stopWriter := startWriter(ctx, "wx")
+	defer stopWriter()
+	primary := getCluster(t, ctx, "wx").Status.CurrentPrimary
+	restarted := time.Now()
+	if err := r.RestartAPIServer(ctx, 12*time.Second); err != nil { // longer than the Lease is valid
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver down for %s", time.Since(restarted).Round(time.Millisecond))
+	// Its Lease ran out meanwhile: watch stands by and takes it again (nobody else holds it).
+	eventually(t, ctx, "watch supervising again", func() error {
+		if w.actions(t, "watch", "supervising") < 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	c := getCluster(t, ctx, "wx")
+	if c.Status.CurrentPrimary != primary || w.actions(t, "failover", "") != 0 || len(c.Status.History) > 0 && c.Status.History[0].Type == orchestrate.OperationFailover {
+		t.Fatalf("the API server's restart led to a failover: primary %s (was %s)\n%s", c.Status.CurrentPrimary, primary, w.output())
+	}
+	if _, ok := wr.ackAfter(restarted.Add(2 * time.Second)); !ok {
+		t.Errorf("no write acknowledged during the API server's restart")
+	}
+
+	// Watch still supervises: a kill of the primary is failed over with no command typed.
+	if err := r.Inject(rig.Kill, "default", primary); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "an automatic failover after the API server's restart", func() error {
+		c := getCluster(t, ctx, "wx")
+		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+		}
+		return nil
+	})
+	next := getCluster(t, ctx, "wx").Status.CurrentPrimary
+	if n := writableCount(t, ctx, root, pods...); n != 1 {
+		t.Errorf("%d writable instances, want 1", n)
+	}
+	stopWriter()
+	holdsAcked(t, ctx, next, db(t, mustPodAddr(t, ctx, next), root), wr.acked)
+	if os.Getenv("WATCH_DEBUG") != "" {
+		t.Logf("%s\n%s", w.output(), w.stderr())
+	}
+}

@@ -134,3 +134,20 @@ func (r *Rig) Exec(ctx context.Context, namespace, pod, container string, timeou
 
 // Pods describes the pods the node agent runs: address, container PIDs, frozen, cut or lost.
 func (r *Rig) Pods() []agent.PodInfo { return r.agent.Pods() }
+
+// RestartAPIServer kills kube-apiserver with SIGKILL and starts it again after down, with the
+// same arguments, certificates and port; it returns once the server is ready. Every client,
+// the node agent and the controllers reconnect by themselves.
+func (r *Rig) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	if err := r.env.RestartAPIServer(ctx, down); err != nil {
+		return err
+	}
+	// The state file names the control plane's processes (for `rig down` from elsewhere).
+	r.state.ControlPlane = nil
+	for _, pid := range r.controlPlanePIDs() {
+		if p, ok := procOf(pid); ok {
+			r.state.ControlPlane = append(r.state.ControlPlane, p)
+		}
+	}
+	return writeState(r.Dir, r.state)
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -455,5 +456,24 @@ func TestTeardownLeavesNothing(t *testing.T) {
 				t.Errorf("process %d is still running after Stop", pid)
 			}
 		}
+	}
+}
+
+// TestRestartAPIServer: the API server comes back on the same address with the same
+// certificates, and the node keeps running pods afterwards.
+func TestRestartAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := r.PIDs()
+	start := time.Now()
+	if err := r.RestartAPIServer(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver back %s after its kill", time.Since(start).Round(time.Millisecond))
+	if _, err := r.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the old client after the restart: %v", err)
+	}
+	if slices.Equal(before, r.PIDs()) {
+		t.Errorf("the control plane's PIDs did not change: %v", before)
 	}
 }
