@@ -166,6 +166,10 @@ type Request struct {
 	By string `json:"by,omitempty"`
 	// At is when it was asked.
 	At metav1.Time `json:"at"`
+	// Deadline is when the requester stops waiting: a request not taken by then is never
+	// carried out.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
 }
 
 // RequestState is where a request stands.
@@ -333,6 +337,11 @@ type OperationStatus struct {
 	// Target is the requested instance (switchover/failover --to) or image or replica count.
 	// +optional
 	Target string `json:"target,omitempty"`
+	// RequestID is the request (mysqlctl.io/request) that started the operation, if one did:
+	// a supervisor that takes the request over continues this operation instead of starting
+	// another.
+	// +optional
+	RequestID string `json:"requestID,omitempty"`
 	// Evidence is what justified each decision so far.
 	// +optional
 	Evidence *OperationEvidence `json:"evidence,omitempty"`
@@ -408,6 +417,9 @@ type OperationEvidence struct {
 type OperationRecord struct {
 	// ID identifies the operation.
 	ID string `json:"id"`
+	// RequestID is the request that started it, if one did.
+	// +optional
+	RequestID string `json:"requestID,omitempty"`
 	// Type is the operation type.
 	Type string `json:"type"`
 	// Result is Succeeded, Failed or Aborted.

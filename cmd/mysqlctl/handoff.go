@@ -45,7 +45,8 @@ func handToWatch(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlClust
 		return "", false, err
 	}
 	key := client.ObjectKeyFromObject(cluster)
-	req.ID, req.By, req.At = "req-"+newNonce(), holderName(), metav1.Now()
+	deadline := metav1.NewTime(time.Now().Add(timeout))
+	req.ID, req.By, req.At, req.Deadline = fmt.Sprintf("req-%d-%s", time.Now().Unix(), newNonce()), holderName(), metav1.Now(), &deadline
 	if err := orchestrate.PostRequest(ctx, c, key, req); err != nil {
 		return "", true, err
 	}
@@ -89,30 +90,27 @@ type follower struct {
 }
 
 // step reads the cluster once: done with the outcome, or progress printed. A supervisor that
-// stops renewing its Lease before it took the request has the request withdrawn (errWithdrawn).
+// stops renewing its Lease before it took the request has the request withdrawn (errWithdrawn);
+// one that stops after taking it ends the follow with what is recorded.
 func (fo *follower) step(ctx context.Context) (bool, *v1.RequestStatus, error) {
 	cl := &v1.MysqlCluster{}
 	if err := fo.c.Get(ctx, fo.key, cl); err != nil {
 		return false, nil, nil //nolint:nilerr // transient: the deadline bounds the follow
 	}
 	errOut := fo.f.IOStreams.ErrOut
-	if r := cl.Status.Request; r != nil && r.ID == fo.id {
-		if !fo.accepted {
-			fo.accepted = true
-			fmt.Fprintf(errOut, "[%6.1fs] request %s taken by %s\n", time.Since(fo.start).Seconds(), fo.id, r.Holder)
-		}
-		if r.State != v1.RequestAccepted {
-			return true, r, nil
-		}
+	rs, pending := orchestrate.RequestOutcome(cl, fo.id)
+	if rs != nil && !fo.accepted {
+		fo.accepted = true
+		fmt.Fprintf(errOut, "[%6.1fs] request %s taken by %s\n", time.Since(fo.start).Seconds(), fo.id, dash(rs.Holder))
+	}
+	if rs != nil && rs.State != v1.RequestAccepted {
+		return true, rs, nil
 	}
 	if op := cl.Status.Operation; op != nil && op.ID+op.Stage != fo.stage {
 		fo.stage = op.ID + op.Stage
 		fmt.Fprintf(errOut, "[%6.1fs] %s %s\n", time.Since(fo.start).Seconds(), op.Type, op.Stage)
 	}
-	if fo.accepted {
-		return false, nil, nil
-	}
-	if _, ok := cl.Annotations[v1.AnnotationRequest]; !ok {
+	if rs == nil && !pending {
 		return true, nil, fmt.Errorf("request %s was removed from %s before a supervisor took it; nothing was done", fo.id, fo.key.Name)
 	}
 	sup, err := orchestrate.SupervisorOf(ctx, fo.c, cl)
@@ -124,6 +122,15 @@ func (fo *follower) step(ctx context.Context) (bool, *v1.RequestStatus, error) {
 	}
 	if sup.Holder != "" && time.Since(fo.supSeen) < orchestrate.LeaseDuration {
 		return false, nil, nil
+	}
+	if fo.accepted {
+		// Taken, and no supervisor renews its Lease any more: nobody carries it on now.
+		where := "no operation of it is recorded"
+		if op := cl.Status.Operation; op != nil {
+			where = fmt.Sprintf("the %s %s is recorded at stage %s", op.Type, op.ID, op.Stage)
+		}
+		return true, nil, fmt.Errorf("%w: the watch that took request %s stopped before answering it and no other watch supervises %s; %s: a new watch, or 'mysqlctl resume %s', continues it",
+			outcome.ErrTimedOut, fo.id, fo.key.Name, where, fo.key.Name)
 	}
 	// The watch stopped (its Lease is released, or unchanged for a lease duration) before it
 	// took the request: withdraw it and run the command here.

@@ -99,8 +99,11 @@ type Runner struct {
 	BeforeMutation func(stage, what string)
 
 	// Stop, when closed, ends the run before its next stage with ErrStopped: the stage in hand
-	// finishes and records its successor first (a supervisor told to stop).
+	// finishes and records its successor first (a supervisor told to stop). No operation is
+	// begun once it is closed.
 	Stop <-chan struct{}
+	// RequestID is recorded in an operation this Runner begins: the request it carries out.
+	RequestID string
 
 	// stage is the stage being run, for BeforeMutation.
 	stage string
@@ -220,8 +223,11 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 				if !converge {
 					return nil
 				}
+				// Converged replicas need no converge, unless the spec changed since one
+				// recorded the generation it verified: then one runs, so the status (and the
+				// disruption budget derived from it) describes the spec in force.
 				ok, err := r.replicasConverged(ctx, cluster, true)
-				if err != nil || ok {
+				if err != nil || ok && cluster.Status.ObservedGeneration == cluster.Generation {
 					return err
 				}
 				typ, converge = OperationConverge, false
@@ -347,6 +353,12 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 	if _, err := r.guard("start a " + op.Type); err != nil {
 		return err
 	}
+	select {
+	case <-r.Stop:
+		return fmt.Errorf("a %s of %s was not started: %w", op.Type, cluster.Name, ErrStopped)
+	default:
+	}
+	op.RequestID = r.RequestID
 	if err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
@@ -710,8 +722,22 @@ func (r *Runner) applyPDB(ctx context.Context, key client.ObjectKey) error {
 // eviction only while the cluster is converged, Healthy and no operation runs. Nothing is sent
 // when it already matches.
 func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
-	_, err := Apply(ctx, kube, BuildPDB(c, ConvergenceFromStatus(c, true)))
-	return err
+	cv := ConvergenceFromStatus(c, true)
+	if _, err := Apply(ctx, kube, BuildPDB(c, cv)); err != nil || !cv.Converged() {
+		return err
+	}
+	// Opened from a status read a moment ago: an operation that began since has closed it,
+	// and this write may have opened it again. Look once more and close it if so (anyone may
+	// close the budget; opening it is the only write that needs a second look).
+	live := &v1.MysqlCluster{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
+		return err
+	}
+	if cv := ConvergenceFromStatus(live, true); !cv.Converged() {
+		_, err := Apply(ctx, kube, BuildPDB(live, cv))
+		return err
+	}
+	return nil
 }
 
 // identity is the server identity recorded in provenance: MySQL's server_uuid, or MariaDB's

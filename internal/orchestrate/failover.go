@@ -242,18 +242,22 @@ func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []strin
 // lastResult reports the newest finished operation of the type from history.
 func (r *Runner) lastResult(c *v1.MysqlCluster, typ string) error {
 	for _, h := range c.Status.History {
-		if h.Type != typ {
-			continue
+		if h.Type == typ {
+			return recordResult(h)
 		}
-		switch h.Result {
-		case "Succeeded":
-			return nil
-		case "Aborted":
-			return fmt.Errorf("%w: %s", ErrAborted, h.Message)
-		}
-		return fmt.Errorf("%w: %s", outcome.ErrUnsafe, h.Message)
 	}
 	return nil
+}
+
+// recordResult is the error a finished operation's history record stands for.
+func recordResult(h v1.OperationRecord) error {
+	switch h.Result {
+	case "Succeeded":
+		return nil
+	case "Aborted":
+		return fmt.Errorf("%w: %s", ErrAborted, h.Message)
+	}
+	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, h.Message)
 }
 
 // ErrAborted means a person aborted the operation.

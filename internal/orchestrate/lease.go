@@ -125,7 +125,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 			// for an expiring lease, before creating a new one.
 			seen = &observed{at: time.Now()}
 			continue
-		case apierrors.IsNotFound(err) && seen != nil && seen.holder == "" && seen.rv == "" && time.Since(seen.at) < LeaseDuration:
+		case apierrors.IsNotFound(err) && op != nil && seen != nil && seen.holder == "" && seen.rv == "" && time.Since(seen.at) < LeaseDuration:
 			if err := sleepCtx(ctx, min(LeaseDuration-time.Since(seen.at), time.Second)); err != nil {
 				return nil, nil, fmt.Errorf("%w: the Lease of cluster %s is missing while operation %s is recorded (%w)", outcome.ErrHeld, c.Name, op.ID, err)
 			}
@@ -377,8 +377,12 @@ func observeLease(ctx context.Context, kube client.Client, key client.ObjectKey)
 		defer close(o.done)
 		for ctx.Err() == nil {
 			lease := &coordinationv1.Lease{}
+			gctx, cancel := context.WithTimeout(ctx, renewTimeout)
+			err := kube.Get(gctx, key, lease)
+			cancel()
+			// Stamped when the answer arrived: the record may show a renewal sent while the
+			// read was on its way, so the wait for expiry counts from the later time.
 			now := time.Now()
-			err := kube.Get(ctx, key, lease)
 			var cur *observed
 			switch {
 			case apierrors.IsNotFound(err):

@@ -98,7 +98,8 @@ func PostRequest(ctx context.Context, kube client.Client, key client.ObjectKey, 
 }
 
 // WithdrawRequest removes the request with this ID if it is still on the cluster and no
-// supervisor has taken it. It reports whether the request was withdrawn (false: it was taken).
+// supervisor has taken it. It reports whether this call withdrew it: false means it was taken
+// (it runs, or ran) or it is gone for another reason, and then nothing may be assumed.
 func WithdrawRequest(ctx context.Context, kube client.Client, key client.ObjectKey, id string) (bool, error) {
 	withdrawn := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -106,13 +107,14 @@ func WithdrawRequest(ctx context.Context, kube client.Client, key client.ObjectK
 		if err := kube.Get(ctx, key, c); err != nil {
 			return err
 		}
-		if r := c.Status.Request; r != nil && r.ID == id {
+		if r := c.Status.Request; r != nil && r.ID == id || historyOf(c, id) != nil {
 			return nil // taken: it runs, or ran
 		}
 		if req, _ := requestOf(c); req == nil || req.ID != id {
-			withdrawn = true
 			return nil
 		}
+		// A compare-and-swap on the object's resourceVersion, which status shares: a
+		// supervisor's acceptance written meanwhile makes this fail, and the loop looks again.
 		delete(c.Annotations, v1.AnnotationRequest)
 		if err := kube.Update(ctx, c); err != nil {
 			return err
@@ -121,6 +123,27 @@ func WithdrawRequest(ctx context.Context, kube client.Client, key client.ObjectK
 		return nil
 	})
 	return withdrawn, err
+}
+
+// RequestOutcome is what the cluster says about request id: its recorded status (taken, or
+// answered), else the history record of the operation it started, else nil; pending is true
+// while the annotation still holds it.
+func RequestOutcome(c *v1.MysqlCluster, id string) (rs *v1.RequestStatus, pending bool) {
+	if req, _ := requestOf(c); req != nil && req.ID == id {
+		pending = true
+	}
+	if r := c.Status.Request; r != nil && r.ID == id {
+		return r, pending
+	}
+	if rec := historyOf(c, id); rec != nil {
+		// Answered, and its status.request replaced by a later request since.
+		rs := &v1.RequestStatus{ID: id, Type: rec.Type, State: v1.RequestSucceeded, Message: rec.Message, FinishedAt: &rec.FinishedAt}
+		if err := recordResult(*rec); err != nil {
+			rs.State, rs.Outcome = v1.RequestFailed, outcomeKind(err)
+		}
+		return rs, pending
+	}
+	return nil, pending
 }
 
 // answered reports whether status holds the outcome of request id.
@@ -153,53 +176,147 @@ func outcomeKind(err error) string {
 	return OutcomeError
 }
 
-// serveRequest carries out a request left on the cluster: it records the request as accepted,
-// runs it under the cluster's Lease, records the outcome and removes the annotation.
+// invalidRequest is the ID under which an annotation that does not parse is answered.
+const invalidRequest = "invalid"
+
+// errRequestGone means the request is no longer this supervisor's to carry out: it was
+// withdrawn, answered, or taken by another supervisor meanwhile.
+var errRequestGone = errors.New("the request is no longer this supervisor's")
+
+// historyOf returns the history record of the operation request id started, if it finished.
+func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
+	for i := range c.Status.History {
+		if c.Status.History[i].RequestID == id {
+			return &c.Status.History[i]
+		}
+	}
+	return nil
+}
+
+// requestExpired reports whether the requester stopped waiting for req (its deadline passed,
+// with a minute's allowance for clocks that disagree).
+func requestExpired(req *v1.Request, now time.Time) bool {
+	return req.Deadline != nil && now.After(req.Deadline.Add(time.Minute))
+}
+
+// serveRequest carries out a request left on the cluster: it records the request as accepted
+// (only while the annotation still holds it: a withdrawn request is never taken), runs it under
+// the cluster's Lease, records the outcome and removes the annotation. A request whose
+// operation already finished (this or an earlier supervisor stopped before answering) is
+// answered from the history, never run again.
 func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.Request, perr error) error {
+	select {
+	case <-w.stopping:
+		return nil // no longer supervising: the next supervisor takes it
+	default:
+	}
 	if perr != nil {
-		return w.answer(ctx, c, &v1.Request{ID: "invalid", Type: "unknown"}, perr)
+		return w.answer(ctx, &v1.Request{ID: invalidRequest, Type: "unknown"}, perr, "")
 	}
 	if answered(c, req.ID) {
 		return w.clearRequest(ctx, req.ID) // answered, but the annotation stayed (a crash)
 	}
-	now := metav1.NewTime(w.s.Runner.now())
-	if err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
-		if r := s.Request; r != nil && r.ID == req.ID {
-			r.Holder = w.s.Runner.Holder // taken over from a supervisor that stopped
+	taken := c.Status.Request != nil && c.Status.Request.ID == req.ID
+	if !taken && requestExpired(req, w.s.Runner.now()) {
+		return w.answer(ctx, req, fmt.Errorf("%w: the request expired at %s before a supervisor took it: nothing was done", outcome.ErrTimedOut, req.Deadline.UTC().Format(time.RFC3339)), "")
+	}
+	if err := w.accept(ctx, req); err != nil {
+		if errors.Is(err, errRequestGone) {
 			return nil
 		}
-		s.Request = &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestAccepted, Holder: w.s.Runner.Holder, AcceptedAt: now}
-		return nil
-	}); err != nil {
 		return err
+	}
+	if rec := historyOf(c, req.ID); rec != nil {
+		return w.answer(ctx, req, recordResult(*rec), rec.Message)
 	}
 	w.report(Transition{Action: "request", Reason: fmt.Sprintf("carrying out the %s %s asked by %s", req.Type, req.ID, req.By)})
 	w.s.Runner.event(ctx, c, false, "RequestAccepted", fmt.Sprintf("the supervisor %s carries out the %s %s asked by %s", w.s.Runner.Holder, req.Type, req.ID, req.By))
 	w.failing.Store(true) // the repairer stands aside while the request runs
 	defer w.failing.Store(false)
 	w.stopRepair()
-	msg, err := w.runRequest(ctx, c, req)
+	msg, err := w.runRequest(ctx, req)
 	w.act.Unlock()
-	if errors.Is(err, ErrStopped) {
-		return nil // this supervisor stops: the next one continues the recorded operation
+	var na errNotAcquired
+	switch {
+	case errors.Is(err, ErrStopped), errors.Is(err, ErrLeaseLost), errors.Is(err, errRequestGone):
+		return nil // not answered here: whoever supervises next continues or answers it
+	case errors.As(err, &na):
+		cur := &v1.MysqlCluster{}
+		if gerr := w.s.Runner.Kube.Get(ctx, w.key, cur); gerr != nil {
+			return gerr
+		}
+		if op := cur.Status.Operation; op != nil && op.RequestID == req.ID {
+			return nil // its operation runs under another actor: answered once it finishes
+		}
+		err = na.err
 	}
-	return w.answer(ctx, c, req, err, msg)
+	return w.answer(ctx, req, err, msg)
+}
+
+// accept records the request as taken by this supervisor, in one compare-and-swap with the
+// annotation: status and metadata share the object's resourceVersion, so a request withdrawn
+// meanwhile is never taken.
+func (w *watcher) accept(ctx context.Context, req *v1.Request) error {
+	now := metav1.NewTime(w.s.Runner.now())
+	return w.writeRequest(ctx, req.ID, func(live *v1.MysqlCluster) bool {
+		if r := live.Status.Request; r != nil && r.ID == req.ID {
+			if r.State != v1.RequestAccepted {
+				return false
+			}
+			r.Holder = w.s.Runner.Holder // taken over from a supervisor that stopped
+			return true
+		}
+		live.Status.Request = &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestAccepted, Holder: w.s.Runner.Holder, AcceptedAt: now}
+		return true
+	})
+}
+
+// writeRequest changes the live object's status.request when the annotation still holds
+// request id and change agrees; errRequestGone otherwise.
+func (w *watcher) writeRequest(ctx context.Context, id string, change func(live *v1.MysqlCluster) bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live := &v1.MysqlCluster{}
+		if err := w.s.Runner.Kube.Get(ctx, w.key, live); err != nil {
+			return err
+		}
+		req, perr := requestOf(live)
+		if (id == invalidRequest) != (perr != nil) || perr == nil && (req == nil || req.ID != id) || !change(live) {
+			return errRequestGone
+		}
+		return w.s.Runner.Kube.Status().Update(ctx, live)
+	})
 }
 
 // runRequest runs the request's operation on a Runner holding the Lease, and returns the
 // message to record.
-func (w *watcher) runRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.Request) (string, error) {
+func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, error) {
 	catchUp := time.Duration(0)
 	if req.CatchUpTimeout != nil {
 		catchUp = req.CatchUpTimeout.Duration
 	}
 	var msg string
+	c := &v1.MysqlCluster{}
+	if err := w.s.Runner.Kube.Get(ctx, w.key, c); err != nil {
+		return "", err
+	}
 	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
 		cur := &v1.MysqlCluster{}
 		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 			return err
 		}
+		// Still this supervisor's request, now that the Lease is held?
+		if rs := cur.Status.Request; rs == nil || rs.ID != req.ID || rs.Holder != r.Holder || rs.State != v1.RequestAccepted {
+			return errRequestGone
+		}
+		if rec := historyOf(cur, req.ID); rec != nil {
+			msg = rec.Message
+			return recordResult(*rec)
+		}
+		r.RequestID = req.ID
 		op := cur.Status.Operation
+		if op != nil && op.RequestID == req.ID {
+			return r.continueRecorded(ctx, w.key, op) // begun by a supervisor that stopped
+		}
 		if op != nil && op.Type == OperationConverge && (req.Type == RequestSwitchover || req.Type == RequestFailover) {
 			// A converge (the repairer's, cut short for this request) goes first: it never
 			// changes the primary, and the request needs the cluster free.
@@ -233,33 +350,37 @@ func (w *watcher) runRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.Re
 		}
 		return err
 	})
-	var na errNotAcquired
-	if errors.As(err, &na) {
-		err = na.err
-	}
 	return msg, err
 }
 
-// answer records the request's outcome, then removes the annotation.
-func (w *watcher) answer(ctx context.Context, c *v1.MysqlCluster, req *v1.Request, err error, msg ...string) error {
+// answer records the request's outcome (as a compare-and-swap: only while the annotation holds
+// the request and no other supervisor took it), then removes the annotation.
+func (w *watcher) answer(ctx context.Context, req *v1.Request, err error, msg string) error {
 	now := metav1.NewTime(w.s.Runner.now())
-	rs := &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestSucceeded, Holder: w.s.Runner.Holder, AcceptedAt: now, FinishedAt: &now}
-	if len(msg) > 0 {
-		rs.Message = msg[0]
-	}
+	rs := &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestSucceeded, Holder: w.s.Runner.Holder, AcceptedAt: now, FinishedAt: &now, Message: msg}
 	if err != nil {
 		rs.State, rs.Message, rs.Outcome = v1.RequestFailed, err.Error(), outcomeKind(err)
 	}
-	if uerr := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
-		if r := s.Request; r != nil && r.ID == req.ID {
+	var c *v1.MysqlCluster
+	werr := w.writeRequest(ctx, req.ID, func(live *v1.MysqlCluster) bool {
+		c = live
+		if r := live.Status.Request; r != nil && r.ID == req.ID && req.ID != invalidRequest {
+			if r.State != v1.RequestAccepted || r.Holder != w.s.Runner.Holder {
+				return false
+			}
 			rs.AcceptedAt = r.AcceptedAt
 		}
-		s.Request = rs
+		live.Status.Request = rs
+		return true
+	})
+	if errors.Is(werr, errRequestGone) {
 		return nil
-	}); uerr != nil {
-		return uerr
 	}
-	w.report(Transition{Action: "request", Reason: fmt.Sprintf("the %s %s %s: %s", req.Type, req.ID, map[v1.RequestState]string{v1.RequestSucceeded: "succeeded", v1.RequestFailed: "failed"}[rs.State], rs.Message)})
+	if werr != nil {
+		return werr
+	}
+	verb := map[v1.RequestState]string{v1.RequestSucceeded: "succeeded", v1.RequestFailed: "failed"}[rs.State]
+	w.report(Transition{Action: "request", Reason: fmt.Sprintf("the %s %s %s: %s", req.Type, req.ID, verb, rs.Message)})
 	w.s.Runner.event(ctx, c, rs.State == v1.RequestFailed, "Request"+string(rs.State), fmt.Sprintf("the %s %s asked by %s: %s", req.Type, req.ID, req.By, rs.Message))
 	return w.clearRequest(ctx, req.ID)
 }

@@ -129,7 +129,7 @@ func finish(s *v1.MysqlClusterStatus, now time.Time, result, msg string, lost in
 	op := s.Operation
 	t := metav1.NewTime(now)
 	s.History = append([]v1.OperationRecord{{
-		ID: op.ID, Type: op.Type, Result: result, StartedAt: op.StartedAt, FinishedAt: t, Message: msg, TransactionsLost: lost,
+		ID: op.ID, RequestID: op.RequestID, Type: op.Type, Result: result, StartedAt: op.StartedAt, FinishedAt: t, Message: msg, TransactionsLost: lost,
 		DurationMilliseconds: now.Sub(opStart(op)).Milliseconds(),
 	}}, s.History...)
 	if len(s.History) > 20 {

@@ -56,11 +56,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 	if c.Status.Operation != nil || c.Status.CurrentPrimary == "" || c.Spec.Paused || c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
 		return nil
 	}
-	// A budget closed by an operation that ended without a word (an abort, a killed actor)
-	// opens again once the cluster is converged and Healthy.
-	if err := syncPDB(ctx, obs.Kube, c); err != nil {
-		return fmt.Errorf("updating the PodDisruptionBudget: %w", err)
-	}
+
 	pods, err := obs.pods(ctx, c)
 	if err != nil {
 		return err
@@ -84,6 +80,11 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		}
 	}
 	if len(writable) == 0 && converged {
+		// A budget closed by an operation that ended without a word (an abort, a killed
+		// actor) opens again once the cluster is converged and Healthy.
+		if err := syncPDB(ctx, obs.Kube, c); err != nil {
+			return fmt.Errorf("updating the PodDisruptionBudget: %w", err)
+		}
 		return nil
 	}
 	return w.repair(ctx, c, writable, allReady && !converged, creds)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -93,4 +95,59 @@ func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode 
 		_ = r.Client.CoreV1().Pods("default").Delete(ctx, primary, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}
 	return outage, moved, lost, quarantined
+}
+
+// BenchmarkWatchFalsePositiveSoak runs `watch` on a healthy cluster under writes for
+// MYSQLCTL_SOAK (default 10m) while replicas are killed at random and the supervisor's own path
+// to the primary is cut at random (3-8 s; the replicas still receive from it), never both
+// replicas at once. Nothing here is a dead primary: it reports the failovers started (the goal
+// is 0), the primary changes, the longest write gap and the acknowledged writes lost.
+func BenchmarkWatchFalsePositiveSoak(b *testing.B) {
+	soak := 10 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("MYSQLCTL_SOAK")); err == nil && d > 0 {
+		soak = d
+	}
+	t := &testing.T{}
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("bsoak%d", i)
+		root := appClusterB(b, t, ctx, name)
+		w := startWatch(t, nil, name)
+		wr, stop := startWriter(ctx, name)
+		w.supervising(t, ctx)
+		primary := getCluster(t, ctx, name).Status.CurrentPrimary
+		rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+		kills, cuts := 0, 0
+		end := time.Now().Add(soak)
+		for time.Now().Before(end) {
+			time.Sleep(time.Duration(3+rnd.IntN(8)) * time.Second)
+			if rnd.IntN(2) == 0 {
+				replica := fmt.Sprintf("%s-%d", name, rnd.IntN(3))
+				if replica == primary {
+					continue
+				}
+				if err := r.Inject(rig.Kill, "default", replica); err == nil {
+					kills++
+				}
+				continue
+			}
+			restore := r.CutFrom(b, w.cmd.Process.Pid, "default", primary)
+			time.Sleep(time.Duration(3000+rnd.IntN(5000)) * time.Millisecond)
+			restore()
+			cuts++
+		}
+		time.Sleep(5 * time.Second)
+		stop()
+		c := getCluster(t, ctx, name)
+		failovers := w.actions(t, "failover", "")
+		lost := lostAcked(t, ctx, c.Status.CurrentPrimary, root, wr.acked)
+		b.ReportMetric(float64(failovers), "failovers")
+		b.ReportMetric(float64(lost), "lost-acked")
+		b.ReportMetric(float64(wr.maxGap().Milliseconds()), "max-write-gap-ms")
+		b.Logf("soak %s: %d replica kills, %d supervisor-primary cuts, %d failover actions, primary %s -> %s, %d acknowledged writes, %d lost, longest write gap %s",
+			soak, kills, cuts, failovers, primary, c.Status.CurrentPrimary, len(wr.acked), lost, wr.maxGap().Round(time.Millisecond))
+		_ = w.cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+		deleteCluster(t, name)
+	}
 }

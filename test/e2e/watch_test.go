@@ -294,30 +294,48 @@ func TestWatchFailsOverByItself(t *testing.T) {
 }
 
 // TestWatchKilledMidFailoverIsContinued: a watch fails over by itself and is SIGKILLed at a stage
-// of the failover; a new watch takes the operation over once the dead one's lease expires and
-// finishes it, with one writable instance.
+// of the failover; a new watch takes the operation over once the dead one's leases expire and
+// finishes it, with one writable instance. One cluster (cooldown 0) goes through a stage before
+// the fence, the fence, the promotion and a stage after it.
 func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "wk", 3)
 	defer deleteCluster(t, "wk")
 	pods := []string{"wk-0", "wk-1", "wk-2"}
-	first := startWatch(t, []string{"MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE=" + orchestrate.StagePromoting}, "wk")
+	c := getCluster(t, ctx, "wk")
+	c.Spec.Failover.Cooldown = &metav1.Duration{}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if res := mysqlctl(t, "reconcile", "wk"); res.code != 0 { // the status describes the new spec
+		t.Fatalf("reconcile: %d\n%s", res.code, res.stderr)
+	}
+	for _, stage := range []string{orchestrate.StageConfirming, orchestrate.StageFencing, orchestrate.StagePromoting, orchestrate.StageRepointing} {
+		t.Run(stage, func(t *testing.T) { watchKilledAt(t, ctx, root, pods, stage) })
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string, stage string) {
+	first := startWatch(t, []string{"MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE=" + stage}, "wk")
 	first.supervising(t, ctx)
 	primary := getCluster(t, ctx, "wk").Status.CurrentPrimary
 	if err := r.Inject(rig.Kill, "default", primary); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "the automatic failover held at Promoting", func() error {
-		if !strings.Contains(first.stderr(), "failpoint: paused at stage "+orchestrate.StagePromoting) {
+	eventually(t, ctx, "the automatic failover held at "+stage, func() error {
+		if !strings.Contains(first.stderr(), "failpoint: paused at stage "+stage) {
 			return errors.New("not yet")
 		}
 		return nil
 	})
 	_ = first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
-	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StagePromoting {
-		t.Fatalf("no failover recorded at Promoting after the watch was killed: %+v", c.Status.Operation)
+	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != stage {
+		t.Fatalf("no failover recorded at %s after the watch was killed: %+v", stage, c.Status.Operation)
 	}
 	pdbAllows(t, ctx, "wk", 0) // an operation runs: no voluntary eviction
 	second := startWatch(t, nil, "wk")
@@ -346,6 +364,9 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	rejoinedOrQuarantined(t, ctx, root, "wk", primary)
 	if c := getCluster(t, ctx, "wk"); len(c.Status.ErrantInstances) == 0 {
 		pdbAllows(t, ctx, "wk", 1)
+	}
+	if code, _ := second.stop(t); code != 0 {
+		t.Errorf("second watch: exit %d", code)
 	}
 }
 

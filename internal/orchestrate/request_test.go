@@ -1,0 +1,148 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+)
+
+// TestRequestNeverRunTwice attacks the hand-over of requests against the real API server: a
+// watch that read a request and froze must not take it once it was withdrawn; a request whose
+// operation already finished is answered from the history, never run again; a supervisor that
+// lost the request to another never overwrites its outcome; an expired request is refused; an
+// annotation that does not parse is answered and removed, every time.
+func TestRequestNeverRunTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "req", Namespace: "default"},
+		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	watcherOf := func(holder string) *watcher {
+		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1)}
+	}
+	get := func() *v1.MysqlCluster {
+		t.Helper()
+		cur := &v1.MysqlCluster{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+	setStatus := func(f func(*v1.MysqlClusterStatus)) {
+		t.Helper()
+		if err := UpdateStatus(ctx, c, get(), func(s *v1.MysqlClusterStatus) error { f(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post := func(id string, deadline time.Time) *v1.Request {
+		t.Helper()
+		d := metav1.NewTime(deadline)
+		req := v1.Request{ID: id, Type: RequestSwitchover, By: "tester", At: metav1.Now(), Deadline: &d}
+		if err := PostRequest(ctx, c, key, req); err != nil {
+			t.Fatal(err)
+		}
+		return &req
+	}
+	later := time.Now().Add(time.Hour)
+
+	// 1. Read by a watch that then froze; withdrawn meanwhile; the thawed watch takes nothing.
+	q1 := post("q1", later)
+	stale := get()
+	if ok, err := WithdrawRequest(ctx, c, key, "q1"); err != nil || !ok {
+		t.Fatalf("withdraw q1: %v %v", ok, err)
+	}
+	if err := watcherOf("watch-a").serveRequest(ctx, stale, q1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cur := get(); cur.Status.Request != nil || cur.Status.Operation != nil {
+		t.Fatalf("a withdrawn request was taken: request %+v, operation %+v", cur.Status.Request, cur.Status.Operation)
+	}
+
+	// 2. Taken by a supervisor that finished its operation and died before answering: the
+	// next one answers from the history and runs nothing.
+	q2 := post("q2", later)
+	setStatus(func(s *v1.MysqlClusterStatus) {
+		s.Request = &v1.RequestStatus{ID: "q2", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
+		s.History = []v1.OperationRecord{{ID: "switchover-1", RequestID: "q2", Type: OperationSwitchover, Result: "Succeeded", Message: "primary moved", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+	})
+	if err := watcherOf("watch-b").serveRequest(ctx, get(), q2, nil); err != nil {
+		t.Fatal(err)
+	}
+	cur := get()
+	if r := cur.Status.Request; r == nil || r.ID != "q2" || r.State != v1.RequestSucceeded || r.Message != "primary moved" || cur.Status.Operation != nil || len(cur.Status.History) != 1 {
+		t.Fatalf("q2 not answered from the history: request %+v, operation %+v, %d history records", r, cur.Status.Operation, len(cur.Status.History))
+	}
+	if _, ok := cur.Annotations[v1.AnnotationRequest]; ok {
+		t.Errorf("the annotation stayed after q2 was answered")
+	}
+	if ok, err := WithdrawRequest(ctx, c, key, "q2"); err != nil || ok {
+		t.Errorf("withdrawing an answered request: %v %v, want false", ok, err)
+	}
+
+	// 3. A supervisor that lost the request to another never records an outcome for it.
+	q3 := post("q3", later)
+	setStatus(func(s *v1.MysqlClusterStatus) {
+		s.Request = &v1.RequestStatus{ID: "q3", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-b", AcceptedAt: metav1.Now()}
+	})
+	if err := watcherOf("watch-a").answer(ctx, q3, ErrLeaseLost, ""); err != nil {
+		t.Fatal(err)
+	}
+	if cur := get(); cur.Status.Request.State != v1.RequestAccepted || cur.Status.Request.Holder != "watch-b" || cur.Annotations[v1.AnnotationRequest] == "" {
+		t.Fatalf("a displaced supervisor overwrote q3: %+v (annotation %q)", cur.Status.Request, cur.Annotations[v1.AnnotationRequest])
+	}
+	// The requester, whose status.request was since replaced, still finds q2's outcome.
+	if rs, pending := RequestOutcome(get(), "q2"); rs == nil || rs.State != v1.RequestSucceeded || pending {
+		t.Errorf("q2's outcome after status.request moved on: %+v pending %v", rs, pending)
+	}
+	if ok, err := WithdrawRequest(ctx, c, key, "q3"); err != nil || ok {
+		t.Errorf("withdrawing a taken request: %v %v, want false", ok, err)
+	}
+	if err := watcherOf("watch-b").clearRequest(ctx, "q3"); err != nil {
+		t.Fatal(err)
+	}
+
+	// 4. A request nobody took before its requester gave up is refused, not run.
+	q4 := post("q4", time.Now().Add(-2*time.Minute))
+	if err := watcherOf("watch-b").serveRequest(ctx, get(), q4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := get().Status.Request; r == nil || r.ID != "q4" || r.State != v1.RequestFailed || r.Outcome != OutcomeTimedOut || get().Status.Operation != nil {
+		t.Fatalf("expired q4: %+v", r)
+	}
+
+	// 5. An annotation that does not parse is answered and removed, the second time too.
+	for i := range 2 {
+		cur := get()
+		cur.Annotations = map[string]string{v1.AnnotationRequest: "not a request"}
+		if err := c.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		cur = get()
+		req, perr := requestOf(cur)
+		if err := watcherOf("watch-b").serveRequest(ctx, cur, req, perr); err != nil {
+			t.Fatal(err)
+		}
+		if cur := get(); cur.Annotations[v1.AnnotationRequest] != "" || cur.Status.Request == nil || cur.Status.Request.State != v1.RequestFailed {
+			t.Fatalf("invalid annotation, round %d: annotation %q, request %+v", i, cur.Annotations[v1.AnnotationRequest], cur.Status.Request)
+		}
+	}
+
+	// 6. A second request while one waits is refused, naming the first.
+	post("q5", later)
+	b, _ := json.Marshal(v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()})
+	if err := PostRequest(ctx, c, key, v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()}); err == nil {
+		t.Errorf("a second request %s was accepted while q5 waits", b)
+	}
+}
