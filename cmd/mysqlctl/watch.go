@@ -71,7 +71,11 @@ follow its progress and exit with its outcome; the outcome is kept in status.req
 On SIGINT or SIGTERM the stage in hand finishes and records its successor (within --grace), the
 Lease is released, and watch exits 0; a later watch or 'resume' continues from the status.
 
-Output: one line per transition and action; with -o json, one JSON object per line.`,
+Output: on a terminal, a live view redrawn every second: one panel per cluster with its HA
+state, primary, operation and stage, the last check of the primary, each instance's role,
+replication threads, lag, GTID set and when it was last seen, and the latest transitions.
+Off a terminal (a pipe, a log file, CI), one line per transition and action; with -o json, one
+JSON object per line.`,
 		Example: example(f,
 			"# Supervise one cluster",
 			"%[1]s watch demo",
@@ -156,12 +160,23 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 			}
 		}
 	}
+	report := out.print
+	if o.Output == "text" && ios.IsStdoutTTY() {
+		// On a terminal: a live view instead of lines (and no progress lines under it: the
+		// panel shows the operation's stage).
+		view := newLiveView(c, ios.Out, ios.Styles())
+		report, sup.Report, sup.Checked = view.print, view.print, view.checked
+		sup.Runner.Progress = nil
+		vctx, stopView := context.WithCancel(ctx)
+		defer stopView()
+		go view.run(vctx)
+	}
 	sel, _ := labels.Parse(o.Selector)
-	return superviseAll(ctx, c, sup, ns, o.Name, sel, out)
+	return superviseAll(ctx, c, sup, ns, o.Name, sel, report)
 }
 
 // superviseAll runs one supervisor per cluster, discovering clusters as they appear.
-func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervisor, ns, name string, sel labels.Selector, out *transitionPrinter) error {
+func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervisor, ns, name string, sel labels.Selector, report func(orchestrate.Transition)) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[client.ObjectKey]bool{}
@@ -173,7 +188,7 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 			return
 		}
 		running[key] = true
-		out.print(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "found: taking its supervisor Lease"})
+		report(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "found: taking its supervisor Lease"})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -195,7 +210,7 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 			opts = append(opts, client.InNamespace(ns))
 		}
 		if err := c.List(ctx, list, opts...); err != nil && ctx.Err() == nil {
-			out.print(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
+			report(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
 		}
 		for i := range list.Items {
 			start(client.ObjectKeyFromObject(&list.Items[i]))

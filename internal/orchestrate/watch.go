@@ -35,6 +35,8 @@ type Supervisor struct {
 	Report func(Transition)
 	// Grace is how long a stopping supervisor lets the stage in hand finish (default 10s).
 	Grace time.Duration
+	// Checked, when set, is told every check of a cluster's primary (a live view shows them).
+	Checked func(key client.ObjectKey, ch failover.Check)
 }
 
 // Transition is one change the supervisor saw or made.
@@ -320,6 +322,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 	}
 	ch := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
+	if w.s.Checked != nil {
+		w.s.Checked(w.key, ch)
+	}
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
 	if ch.Reachable && ch.Writable {
 		w.lastWritable = ch.At

@@ -155,3 +155,9 @@ func (st *Styles) Warning(s string) string {
 func (st *Styles) Success(s string) string {
 	return st.r.NewStyle().Foreground(lipgloss.Color("2")).Render(s)
 }
+
+// Panel renders body in a rounded box (plain ASCII-safe box characters when colour is off
+// too: the box is layout, not colour).
+func (st *Styles) Panel(body string) string {
+	return st.r.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1).Render(body)
+}
