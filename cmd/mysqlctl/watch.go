@@ -41,7 +41,8 @@ func NewCmdWatch(f *cmdutil.Factory, runF func(*WatchOptions) error) *cobra.Comm
 it receives SIGINT or SIGTERM.
 
 Every failover.detectionInterval (default 1s) it checks each cluster's primary with a timeout
-shorter than the interval, and records the HA state with its evidence in status.ha:
+shorter than the interval (and at once when its pods, its endpoints or its spec change, or a
+request arrives), and records the HA state with its evidence in status.ha:
 
   Healthy            the primary answers and is writable
   Suspected          it failed fewer than failover.failureThreshold consecutive checks, or it is
@@ -170,6 +171,15 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 		vctx, stopView := context.WithCancel(ctx)
 		defer stopView()
 		go view.run(vctx)
+	}
+	cfg, err := o.f.RESTConfig()
+	if err != nil {
+		return err
+	}
+	ictx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	if err := wakeOnChanges(ictx, cfg, ns, sup); err != nil {
+		return err
 	}
 	sel, _ := labels.Parse(o.Selector)
 	return superviseAll(ctx, c, sup, ns, o.Name, sel, report)

@@ -37,6 +37,34 @@ type Supervisor struct {
 	Grace time.Duration
 	// Checked, when set, is told every check of a cluster's primary (a live view shows them).
 	Checked func(key client.ObjectKey, ch failover.Check)
+
+	mu       sync.Mutex
+	watchers map[client.ObjectKey]*watcher
+}
+
+// Wake makes the supervisor of the cluster check it at once (an informer saw its pods, its
+// endpoints or its spec change, or a request arrive). Checks stay at least an eighth of the
+// detection interval apart.
+func (s *Supervisor) Wake(key client.ObjectKey) {
+	s.mu.Lock()
+	w := s.watchers[key]
+	s.mu.Unlock()
+	if w != nil {
+		w.poke()
+	}
+}
+
+func (s *Supervisor) register(key client.ObjectKey, w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watchers == nil {
+		s.watchers = map[client.ObjectKey]*watcher{}
+	}
+	if w == nil {
+		delete(s.watchers, key)
+		return
+	}
+	s.watchers[key] = w
 }
 
 // Transition is one change the supervisor saw or made.
@@ -61,8 +89,10 @@ type watcher struct {
 	checkedAt time.Time
 	seeded    bool
 	held      string // the operation last found held by a live actor, reported once
-	// wake makes the next check start at once (the sentinel session on the primary ended).
-	wake chan struct{}
+	// wake makes the next check start at once (the sentinel session on the primary ended, or
+	// an informer saw a change); minGap keeps woken checks apart.
+	wake   chan struct{}
+	minGap time.Duration
 	// sentinel is the primary incarnation (pod UID and address) watched by a sentinel session.
 	sentinel      string
 	sentinelAlive atomic.Bool
@@ -110,7 +140,9 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 				standby = ""
 				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), opSeen: opSeen}
 				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
+				s.register(key, w)
 				deleted := w.supervise(lctx)
+				s.register(key, nil)
 				lease.Release(context.WithoutCancel(ctx))
 				if deleted {
 					return nil
@@ -193,6 +225,9 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-w.wake:
+			if gap := w.minGap - w.s.Runner.now().Sub(began); gap > 0 {
+				_ = sleepCtx(ctx, gap)
+			}
 		}
 		t.Stop()
 	}
@@ -222,10 +257,7 @@ func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, cr
 		for sctx.Err() == nil {
 			if err := in.Sentinel(sctx, 5*time.Second); err != nil {
 				if sctx.Err() == nil {
-					select {
-					case w.wake <- struct{}{}:
-					default:
-					}
+					w.poke()
 				}
 				return
 			}
@@ -234,6 +266,14 @@ func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, cr
 }
 
 func (w *watcher) report(t Transition) { w.s.report(w.key, t) }
+
+// poke makes the next check start at once.
+func (w *watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
 
 func (s *Supervisor) report(key client.ObjectKey, t Transition) {
 	if s.Report == nil {
@@ -288,6 +328,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return time.Second, err
 	}
 	interval := detectionInterval(c)
+	w.minGap = interval / 8
 	if req, err := requestOf(c); req != nil || err != nil {
 		// A command run elsewhere handed its request to this supervisor.
 		w.checks = nil

@@ -632,3 +632,25 @@ func TestWatchSurvivesAPIServerRestart(t *testing.T) {
 		t.Logf("%s\n%s", w.output(), w.stderr())
 	}
 }
+
+// TestWatchWokenByChanges: with a detection interval of a minute, a switchover handed to watch
+// right after its first check is carried out within 20 s: the informer on the cluster wakes the
+// supervisor when the request arrives, instead of its next interval.
+func TestWatchWokenByChanges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	appCluster(t, ctx, "wi", 2)
+	defer deleteCluster(t, "wi")
+	c := getCluster(t, ctx, "wi")
+	c.Spec.Failover.DetectionInterval = &metav1.Duration{Duration: time.Minute}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, nil, "wi")
+	w.supervising(t, ctx)
+	time.Sleep(2 * time.Second) // its first check is done; the next is a minute away
+	res := mysqlctl(t, "switchover", "wi", "--timeout", "20s")
+	if res.code != 0 || !strings.Contains(res.stderr, "handed to it") {
+		t.Fatalf("switchover handed to a watch checking every minute: exit %d\n%s\n%s", res.code, res.stderr, w.output())
+	}
+}
