@@ -194,6 +194,10 @@ type RequestStatus struct {
 	// Holder is the supervisor that took it.
 	// +optional
 	Holder string `json:"holder,omitempty"`
+	// Epoch is the transition count of the supervisor Lease its holder took it under: only a
+	// supervisor with a newer one takes it over, so a paused one that lost its Lease cannot.
+	// +optional
+	Epoch int32 `json:"epoch,omitempty"`
 	// Message says what happened (the error of a failed request).
 	// +optional
 	Message string `json:"message,omitempty"`

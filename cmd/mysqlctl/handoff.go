@@ -111,6 +111,9 @@ func (fo *follower) step(ctx context.Context) (bool, *v1.RequestStatus, error) {
 		fmt.Fprintf(errOut, "[%6.1fs] %s %s\n", time.Since(fo.start).Seconds(), op.Type, op.Stage)
 	}
 	if rs == nil && !pending {
+		if fo.accepted {
+			return true, nil, fmt.Errorf("request %s was carried out by the watch, but its outcome is no longer recorded on %s (a later request replaced it): see 'mysqlctl status %s' and the cluster's Events", fo.id, fo.key.Name, fo.key.Name)
+		}
 		return true, nil, fmt.Errorf("request %s was removed from %s before a supervisor took it; nothing was done", fo.id, fo.key.Name)
 	}
 	sup, err := orchestrate.SupervisorOf(ctx, fo.c, cl)
@@ -124,13 +127,18 @@ func (fo *follower) step(ctx context.Context) (bool, *v1.RequestStatus, error) {
 		return false, nil, nil
 	}
 	if fo.accepted {
-		// Taken, and no supervisor renews its Lease any more: nobody carries it on now.
+		// Taken, and no supervisor renews its Lease any more: nobody carries it on now. A
+		// request that began no operation is removed, so that no watch started later carries
+		// it out after this command gave up on it.
+		abandoned, _ := orchestrate.AbandonRequest(ctx, fo.c, fo.key, fo.id)
 		where := "no operation of it is recorded"
-		if op := cl.Status.Operation; op != nil {
-			where = fmt.Sprintf("the %s %s is recorded at stage %s", op.Type, op.ID, op.Stage)
+		if op := cl.Status.Operation; op != nil && op.RequestID == fo.id {
+			where = fmt.Sprintf("the %s %s it began is recorded at stage %s: a new watch, or 'mysqlctl resume %s', continues it", op.Type, op.ID, op.Stage, fo.key.Name)
+		} else if abandoned {
+			where = "it began no operation and was withdrawn: nothing was done"
 		}
-		return true, nil, fmt.Errorf("%w: the watch that took request %s stopped before answering it and no other watch supervises %s; %s: a new watch, or 'mysqlctl resume %s', continues it",
-			outcome.ErrTimedOut, fo.id, fo.key.Name, where, fo.key.Name)
+		return true, nil, fmt.Errorf("%w: the watch that took request %s stopped before answering it and no other watch supervises %s; %s",
+			outcome.ErrTimedOut, fo.id, fo.key.Name, where)
 	}
 	// The watch stopped (its Lease is released, or unchanged for a lease duration) before it
 	// took the request: withdraw it and run the command here.

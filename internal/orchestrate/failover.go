@@ -163,13 +163,18 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 	if _, err := r.guard("supersede " + op.ID); err != nil {
 		return err
 	}
+	select {
+	case <-r.Stop:
+		return fmt.Errorf("the failover superseding %s was not started: %w", op.ID, ErrStopped)
+	default:
+	}
 	now := metav1.NewTime(r.now())
 	msg := fmt.Sprintf("superseded at stage %s by a failover: the primary %s is dead", op.Stage, old)
 	// One write: the superseded operation goes to the history and the failover takes its place
 	// already confirmed (the judgement above is Confirming's), so nothing can be left between.
 	fo := v1.OperationStatus{
 		ID: fmt.Sprintf("failover-%d", now.Unix()), Type: OperationFailover, Stage: StageFencing, Holder: r.Holder, Epoch: r.Epoch,
-		StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, StageStartedAt: &now, Target: opts.To,
+		StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, StageStartedAt: &now, Target: opts.To, RequestID: r.RequestID,
 		Evidence: &v1.OperationEvidence{
 			FencedPrimary: old, FenceState: v1.FencePending, PrimaryVerdict: string(j.Verdict), Detection: j.Evidence,
 			SemiSyncProven: semiSyncProvenNow(c, old, now.Time),

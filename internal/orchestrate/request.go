@@ -67,7 +67,7 @@ func requestOf(c *v1.MysqlCluster) (*v1.Request, error) {
 		return nil, nil
 	}
 	req := &v1.Request{}
-	if err := json.Unmarshal([]byte(raw), req); err != nil || req.ID == "" {
+	if err := json.Unmarshal([]byte(raw), req); err != nil || req.ID == "" || req.ID == invalidRequest {
 		return nil, fmt.Errorf("annotation %s is not a request: %q", v1.AnnotationRequest, raw)
 	}
 	return req, nil
@@ -123,6 +123,29 @@ func WithdrawRequest(ctx context.Context, kube client.Client, key client.ObjectK
 		return nil
 	})
 	return withdrawn, err
+}
+
+// AbandonRequest removes request id, taken by a supervisor that stopped renewing its Lease,
+// unless an operation of it is recorded or finished: a supervisor started later must not carry
+// out, perhaps days later, a request its requester gave up on. It reports whether it did.
+func AbandonRequest(ctx context.Context, kube client.Client, key client.ObjectKey, id string) (bool, error) {
+	abandoned := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &v1.MysqlCluster{}
+		if err := kube.Get(ctx, key, c); err != nil {
+			return err
+		}
+		if req, _ := requestOf(c); req == nil || req.ID != id || answered(c, id) || startedBy(c, id) {
+			return nil
+		}
+		delete(c.Annotations, v1.AnnotationRequest)
+		if err := kube.Update(ctx, c); err != nil {
+			return err
+		}
+		abandoned = true
+		return nil
+	})
+	return abandoned, err
 }
 
 // RequestOutcome is what the cluster says about request id: its recorded status (taken, or
@@ -186,11 +209,16 @@ var errRequestGone = errors.New("the request is no longer this supervisor's")
 // historyOf returns the history record of the operation request id started, if it finished.
 func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
 	for i := range c.Status.History {
-		if c.Status.History[i].RequestID == id {
-			return &c.Status.History[i]
+		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover) {
+			return h
 		}
 	}
 	return nil
+}
+
+// startedBy reports whether request id began an operation that is recorded or finished.
+func startedBy(c *v1.MysqlCluster, id string) bool {
+	return c.Status.Operation != nil && c.Status.Operation.RequestID == id || historyOf(c, id) != nil
 }
 
 // requestExpired reports whether the requester stopped waiting for req (its deadline passed,
@@ -210,15 +238,20 @@ func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.
 		return nil // no longer supervising: the next supervisor takes it
 	default:
 	}
+	if w.unwritten == nil {
+		w.unwritten = map[string]answerOf{}
+	}
 	if perr != nil {
 		return w.answer(ctx, &v1.Request{ID: invalidRequest, Type: "unknown"}, perr, "")
 	}
 	if answered(c, req.ID) {
 		return w.clearRequest(ctx, req.ID) // answered, but the annotation stayed (a crash)
 	}
-	taken := c.Status.Request != nil && c.Status.Request.ID == req.ID
-	if !taken && requestExpired(req, w.s.Runner.now()) {
-		return w.answer(ctx, req, fmt.Errorf("%w: the request expired at %s before a supervisor took it: nothing was done", outcome.ErrTimedOut, req.Deadline.UTC().Format(time.RFC3339)), "")
+	if a, ok := w.unwritten[req.ID]; ok {
+		return w.answer(ctx, req, a.err, a.msg) // carried out; only its answer is left to write
+	}
+	if requestExpired(req, w.s.Runner.now()) && !startedBy(c, req.ID) {
+		return w.answer(ctx, req, fmt.Errorf("%w: the request expired at %s before it was carried out: nothing was done", outcome.ErrTimedOut, req.Deadline.UTC().Format(time.RFC3339)), "")
 	}
 	if err := w.accept(ctx, req); err != nil {
 		if errors.Is(err, errRequestGone) {
@@ -234,7 +267,14 @@ func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.
 	w.failing.Store(true) // the repairer stands aside while the request runs
 	defer w.failing.Store(false)
 	w.stopRepair()
-	msg, err := w.runRequest(ctx, req)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if req.Deadline != nil {
+		// Bounded: a request never holds the supervisor (and its failure detection) past
+		// its requester's patience; an operation cut short stays recorded and is resumed.
+		rctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(30*time.Second))
+	}
+	msg, err := w.runRequest(rctx, req)
+	cancel()
 	w.act.Unlock()
 	var na errNotAcquired
 	switch {
@@ -250,7 +290,15 @@ func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.
 		}
 		err = na.err
 	}
+	w.unwritten[req.ID] = answerOf{err: err, msg: msg}
 	return w.answer(ctx, req, err, msg)
+}
+
+// answerOf is an outcome not yet recorded (its write failed): it is written again, never
+// found again by running the request a second time.
+type answerOf struct {
+	err error
+	msg string
 }
 
 // accept records the request as taken by this supervisor, in one compare-and-swap with the
@@ -260,13 +308,13 @@ func (w *watcher) accept(ctx context.Context, req *v1.Request) error {
 	now := metav1.NewTime(w.s.Runner.now())
 	return w.writeRequest(ctx, req.ID, func(live *v1.MysqlCluster) bool {
 		if r := live.Status.Request; r != nil && r.ID == req.ID {
-			if r.State != v1.RequestAccepted {
-				return false
+			if r.State != v1.RequestAccepted || r.Epoch >= w.supEpoch && r.Holder != w.s.Runner.Holder {
+				return false // answered, or held by a supervisor at least as new as this one
 			}
-			r.Holder = w.s.Runner.Holder // taken over from a supervisor that stopped
+			r.Holder, r.Epoch = w.s.Runner.Holder, w.supEpoch // taken over from one that stopped
 			return true
 		}
-		live.Status.Request = &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestAccepted, Holder: w.s.Runner.Holder, AcceptedAt: now}
+		live.Status.Request = &v1.RequestStatus{ID: req.ID, Type: req.Type, State: v1.RequestAccepted, Holder: w.s.Runner.Holder, Epoch: w.supEpoch, AcceptedAt: now}
 		return true
 	})
 }
@@ -275,6 +323,11 @@ func (w *watcher) accept(ctx context.Context, req *v1.Request) error {
 // request id and change agrees; errRequestGone otherwise.
 func (w *watcher) writeRequest(ctx context.Context, id string, change func(live *v1.MysqlCluster) bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if w.sup != nil {
+			if err := w.sup.Check(); err != nil {
+				return fmt.Errorf("%w: %w", errRequestGone, err) // no longer the supervisor
+			}
+		}
 		live := &v1.MysqlCluster{}
 		if err := w.s.Runner.Kube.Get(ctx, w.key, live); err != nil {
 			return err
@@ -312,19 +365,24 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 			msg = rec.Message
 			return recordResult(*rec)
 		}
-		r.RequestID = req.ID
 		op := cur.Status.Operation
 		if op != nil && op.RequestID == req.ID {
+			r.RequestID = req.ID
 			return r.continueRecorded(ctx, w.key, op) // begun by a supervisor that stopped
 		}
-		if op != nil && op.Type == OperationConverge && (req.Type == RequestSwitchover || req.Type == RequestFailover) {
+		if requestExpired(req, r.now()) {
+			return fmt.Errorf("%w: the request expired at %s before it was carried out: nothing was done", outcome.ErrTimedOut, req.Deadline.UTC().Format(time.RFC3339))
+		}
+		if op != nil && op.Type == OperationConverge && req.Type == RequestSwitchover {
 			// A converge (the repairer's, cut short for this request) goes first: it never
-			// changes the primary, and the request needs the cluster free.
+			// changes the primary, and a switchover needs the cluster free. (A failover
+			// supersedes a converge by itself.)
 			if err := r.continueRecorded(ctx, w.key, op); err != nil {
 				return err
 			}
 			op = nil
 		}
+		r.RequestID = req.ID
 		var err error
 		switch req.Type {
 		case RequestSwitchover:
@@ -365,20 +423,23 @@ func (w *watcher) answer(ctx context.Context, req *v1.Request, err error, msg st
 	werr := w.writeRequest(ctx, req.ID, func(live *v1.MysqlCluster) bool {
 		c = live
 		if r := live.Status.Request; r != nil && r.ID == req.ID && req.ID != invalidRequest {
-			if r.State != v1.RequestAccepted || r.Holder != w.s.Runner.Holder {
+			if r.State != v1.RequestAccepted || r.Holder != w.s.Runner.Holder || r.Epoch != w.supEpoch {
 				return false
 			}
 			rs.AcceptedAt = r.AcceptedAt
 		}
+		rs.Epoch = w.supEpoch
 		live.Status.Request = rs
 		return true
 	})
 	if errors.Is(werr, errRequestGone) {
+		delete(w.unwritten, req.ID)
 		return nil
 	}
 	if werr != nil {
 		return werr
 	}
+	delete(w.unwritten, req.ID)
 	verb := map[v1.RequestState]string{v1.RequestSucceeded: "succeeded", v1.RequestFailed: "failed"}[rs.State]
 	w.report(Transition{Action: "request", Reason: fmt.Sprintf("the %s %s %s: %s", req.Type, req.ID, verb, rs.Message)})
 	w.s.Runner.event(ctx, c, rs.State == v1.RequestFailed, "Request"+string(rs.State), fmt.Sprintf("the %s %s asked by %s: %s", req.Type, req.ID, req.By, rs.Message))

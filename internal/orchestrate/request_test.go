@@ -3,6 +3,9 @@ package orchestrate
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,8 +32,9 @@ func TestRequestNeverRunTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(cluster)
+	epochs := map[string]int32{"watch-a": 1, "watch-b": 2} // watch-b took over from watch-a
 	watcherOf := func(holder string) *watcher {
-		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1)}
+		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: epochs[holder]}
 	}
 	get := func() *v1.MysqlCluster {
 		t.Helper()
@@ -70,6 +74,27 @@ func TestRequestNeverRunTwice(t *testing.T) {
 		t.Fatalf("a withdrawn request was taken: request %+v, operation %+v", cur.Status.Request, cur.Status.Operation)
 	}
 
+	// 1b. Withdrawn between the supervisor's read and its write: the write carries the
+	// object's old resourceVersion and is refused; the request is not taken.
+	post("q1b", later)
+	var armed atomic.Bool
+	armed.Store(true)
+	racing := wrappedClient(t, func(r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") && armed.CompareAndSwap(true, false) {
+			if ok, err := WithdrawRequest(context.Background(), c, key, "q1b"); err != nil || !ok {
+				t.Errorf("withdraw q1b mid-write: %v %v", ok, err)
+			}
+		}
+	})
+	wr := watcherOf("watch-a")
+	wr.s.Runner.Kube = racing
+	if err := wr.accept(ctx, &v1.Request{ID: "q1b", Type: RequestSwitchover}); err == nil || armed.Load() {
+		t.Fatalf("accept of a request withdrawn mid-write: %v (race armed: %v)", err, armed.Load())
+	}
+	if cur := get(); cur.Status.Request != nil {
+		t.Fatalf("a request withdrawn mid-write was taken: %+v", cur.Status.Request)
+	}
+
 	// 2. Taken by a supervisor that finished its operation and died before answering: the
 	// next one answers from the history and runs nothing.
 	q2 := post("q2", later)
@@ -94,10 +119,14 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	// 3. A supervisor that lost the request to another never records an outcome for it.
 	q3 := post("q3", later)
 	setStatus(func(s *v1.MysqlClusterStatus) {
-		s.Request = &v1.RequestStatus{ID: "q3", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-b", AcceptedAt: metav1.Now()}
+		s.Request = &v1.RequestStatus{ID: "q3", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-b", Epoch: 2, AcceptedAt: metav1.Now()}
 	})
 	if err := watcherOf("watch-a").answer(ctx, q3, ErrLeaseLost, ""); err != nil {
 		t.Fatal(err)
+	}
+	// Nor takes it back: watch-a's supervisor Lease is older than watch-b's.
+	if err := watcherOf("watch-a").accept(ctx, q3); err == nil {
+		t.Errorf("a supervisor with an older Lease took q3 back from a newer one")
 	}
 	if cur := get(); cur.Status.Request.State != v1.RequestAccepted || cur.Status.Request.Holder != "watch-b" || cur.Annotations[v1.AnnotationRequest] == "" {
 		t.Fatalf("a displaced supervisor overwrote q3: %+v (annotation %q)", cur.Status.Request, cur.Annotations[v1.AnnotationRequest])
@@ -139,7 +168,31 @@ func TestRequestNeverRunTwice(t *testing.T) {
 		}
 	}
 
-	// 6. A second request while one waits is refused, naming the first.
+	// 6. A request whose holder stopped before beginning anything, abandoned by its requester,
+	// is gone: a supervisor started later finds nothing to carry out.
+	post("q7", later)
+	setStatus(func(s *v1.MysqlClusterStatus) {
+		s.Request = &v1.RequestStatus{ID: "q7", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
+	})
+	if ok, err := AbandonRequest(ctx, c, key, "q7"); err != nil || !ok {
+		t.Fatalf("abandon q7: %v %v", ok, err)
+	}
+	if _, pending := RequestOutcome(get(), "q7"); pending {
+		t.Errorf("q7 still pending after it was abandoned")
+	}
+	// An annotation claiming the reserved ID is an invalid request, answered and removed.
+	cur = get()
+	cur.Annotations = map[string]string{v1.AnnotationRequest: `{"id":"invalid","type":"switchover"}`}
+	if err := c.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur = get()
+	req, perr := requestOf(cur)
+	if err := watcherOf("watch-b").serveRequest(ctx, cur, req, perr); err != nil || get().Annotations[v1.AnnotationRequest] != "" {
+		t.Fatalf("the reserved request ID stayed: %v %q", err, get().Annotations[v1.AnnotationRequest])
+	}
+
+	// 7. A second request while one waits is refused, naming the first.
 	post("q5", later)
 	b, _ := json.Marshal(v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()})
 	if err := PostRequest(ctx, c, key, v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()}); err == nil {

@@ -117,6 +117,12 @@ type watcher struct {
 	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
 	// first wait for it continues from there.
 	opSeen *observed
+	// sup is the supervisor Lease this watcher supervises under, supEpoch its transition
+	// count: request records are written only while it is valid.
+	sup      *Lease
+	supEpoch int32
+	// unwritten are outcomes of requests carried out whose record could not be written yet.
+	unwritten map[string]answerOf
 }
 
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
@@ -138,7 +144,8 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 			opSeen := opLease.stop()
 			if err == nil {
 				standby = ""
-				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), opSeen: opSeen}
+				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), opSeen: opSeen,
+					sup: lease, supEpoch: lease.Epoch, unwritten: map[string]answerOf{}}
 				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
 				s.register(key, w)
 				deleted := w.supervise(lctx)
@@ -330,8 +337,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	interval := detectionInterval(c)
 	w.minGap = interval / 8
 	if req, err := requestOf(c); req != nil || err != nil {
-		// A command run elsewhere handed its request to this supervisor.
-		w.checks = nil
+		// A command run elsewhere handed its request to this supervisor. Failed checks of the
+		// primary are forgotten only when the request may have changed it.
+		if req != nil && (req.Type == RequestSwitchover || req.Type == RequestFailover) {
+			w.checks = nil
+		}
 		return interval, w.serveRequest(ctx, c, req, err)
 	}
 	if op := c.Status.Operation; op != nil && !(op.Type == OperationConverge && w.repairing.Load()) {
