@@ -555,7 +555,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	if !act {
 		return true, nil
 	}
-	return true, r.refreshPrimarySeen(ctx, c, primaryPod, creds)
+	return true, r.refreshPrimarySeen(ctx, c, primaryPod, creds, lastSeenRefresh)
 }
 
 // lastSeenRefresh is how old the primary's recorded observation may grow before a converged
@@ -567,9 +567,9 @@ const lastSeenRefresh = time.Hour
 // refreshPrimarySeen records a fresh observation of a healthy primary: one that waits for
 // acknowledgements (see fencesByReceivers) from enough connected replicas, with no commit
 // waiting now (a commit already waiting could time out right after).
-func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) error {
+func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, every time.Duration) error {
 	for _, i := range c.Status.Instances {
-		if i.Name == pod.Name && i.LastSeen != nil && r.now().Sub(i.LastSeen.Time) < lastSeenRefresh {
+		if i.Name == pod.Name && i.LastSeen != nil && r.now().Sub(i.LastSeen.Time) < every {
 			return nil
 		}
 	}

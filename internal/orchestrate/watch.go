@@ -394,7 +394,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		// The receiver fence's deadline counts from the last observation of the primary.
 		refresh := w.s.Runner
 		refresh.Lease = nil
-		_ = refresh.refreshPrimarySeen(ctx, c, p, creds)
+		// Every minute: a supervisor started later (or this one, after it re-took its Lease)
+		// learns from it when the primary was last writable.
+		_ = refresh.refreshPrimarySeen(ctx, c, p, creds, time.Minute)
 	}
 	p := policyOf(c)
 	p.LastWritable = w.lastWritable
@@ -418,6 +420,14 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 // the same pod incarnation count.
 func (w *watcher) seed(c *v1.MysqlCluster) {
 	w.seeded = true
+	// When the primary was last recorded writable (an earlier supervisor's observation, or
+	// this process's before it lost and re-took its Lease): a primary that answers read-only
+	// counts as down if it restarted since, even before this supervisor saw it writable.
+	for _, in := range c.Status.Instances {
+		if in.Name == c.Status.CurrentPrimary && in.Role == v1.RolePrimary && in.LastSeen != nil && in.LastSeen.Time.After(w.lastWritable) {
+			w.lastWritable = in.LastSeen.Time
+		}
+	}
 	h := c.Status.HA
 	if h == nil || h.FailedChecks <= 0 || h.SuspectedPodUID == "" || h.LastFailedCheck == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,22 +119,29 @@ func BenchmarkWatchFalsePositiveSoak(b *testing.B) {
 		primary := getCluster(t, ctx, name).Status.CurrentPrimary
 		rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 		kills, cuts := 0, 0
+		var timeline []string
+		event := func(f string, args ...any) {
+			timeline = append(timeline, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(f, args...))
+		}
 		end := time.Now().Add(soak)
 		for time.Now().Before(end) {
 			time.Sleep(time.Duration(3+rnd.IntN(8)) * time.Second)
 			if rnd.IntN(2) == 0 {
 				replica := fmt.Sprintf("%s-%d", name, rnd.IntN(3))
-				if replica == primary {
-					continue
+				if replica == primary || !allReplicating(ctx, t, root, name, primary) {
+					continue // never a second replica while one has not re-joined yet
 				}
 				if err := r.Inject(rig.Kill, "default", replica); err == nil {
 					kills++
+					event("kill %s", replica)
 				}
 				continue
 			}
 			restore := r.CutFrom(b, w.cmd.Process.Pid, "default", primary)
+			event("cut watch from %s", primary)
 			time.Sleep(time.Duration(3000+rnd.IntN(5000)) * time.Millisecond)
 			restore()
+			event("restore")
 			cuts++
 		}
 		time.Sleep(5 * time.Second)
@@ -146,8 +154,44 @@ func BenchmarkWatchFalsePositiveSoak(b *testing.B) {
 		b.ReportMetric(float64(wr.maxGap().Milliseconds()), "max-write-gap-ms")
 		b.Logf("soak %s: %d replica kills, %d supervisor-primary cuts, %d failover actions, primary %s -> %s, %d acknowledged writes, %d lost, longest write gap %s",
 			soak, kills, cuts, failovers, primary, c.Status.CurrentPrimary, len(wr.acked), lost, wr.maxGap().Round(time.Millisecond))
+		if gaps := longGaps(wr, 3*time.Second); len(gaps) > 0 || os.Getenv("MYSQLCTL_SOAK_DEBUG") != "" {
+			b.Logf("write gaps over 3s: %v\ntimeline:\n%s\nwatch:\n%s", gaps, strings.Join(timeline, "\n"), w.output())
+		}
 		_ = w.cmd.Process.Signal(syscall.SIGKILL)
 		<-w.done
 		deleteCluster(t, name)
 	}
+}
+
+// allReplicating reports whether every instance but the primary replicates with both threads.
+func allReplicating(ctx context.Context, t *testing.T, root, cluster, primary string) bool {
+	for i := range 3 {
+		pod := fmt.Sprintf("%s-%d", cluster, i)
+		if pod == primary {
+			continue
+		}
+		addr, err := r.PodAddr(ctx, "default", pod, 3306)
+		if err != nil {
+			return false
+		}
+		s, err := slaveStatus(ctx, db(t, addr, root))
+		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" || s["Slave_SQL_Running"] != "Yes" {
+			return false
+		}
+	}
+	return true
+}
+
+// longGaps lists the writer's gaps between acknowledged writes longer than d, with when they
+// ended.
+func longGaps(w *writer, d time.Duration) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for i := 1; i < len(w.ackTimes); i++ {
+		if g := w.ackTimes[i].Sub(w.ackTimes[i-1]); g > d {
+			out = append(out, fmt.Sprintf("%s until %s", g.Round(time.Millisecond), w.ackTimes[i].Format("15:04:05.000")))
+		}
+	}
+	return out
 }

@@ -295,8 +295,8 @@ func TestWatchFailsOverByItself(t *testing.T) {
 
 // TestWatchKilledMidFailoverIsContinued: a watch fails over by itself and is SIGKILLed at a stage
 // of the failover; a new watch takes the operation over once the dead one's leases expire and
-// finishes it, with one writable instance. One cluster (cooldown 0) goes through a stage before
-// the fence, the fence, the promotion and a stage after it.
+// finishes it, with one writable instance. One cluster (cooldown 0) goes through every stage of
+// a failover.
 func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -311,7 +311,8 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	if res := mysqlctl(t, "reconcile", "wk"); res.code != 0 { // the status describes the new spec
 		t.Fatalf("reconcile: %d\n%s", res.code, res.stderr)
 	}
-	for _, stage := range []string{orchestrate.StageConfirming, orchestrate.StageFencing, orchestrate.StagePromoting, orchestrate.StageRepointing} {
+	for _, stage := range []string{orchestrate.StageConfirming, orchestrate.StageFencing, orchestrate.StageElecting, orchestrate.StageWaitingForRelayLog,
+		orchestrate.StagePromoting, orchestrate.StageMovingPrimary, orchestrate.StageRepointing, orchestrate.StageVerifying} {
 		t.Run(stage, func(t *testing.T) { watchKilledAt(t, ctx, root, pods, stage) })
 		if t.Failed() {
 			return
