@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
@@ -28,6 +29,9 @@ var (
 func run() cmdutil.ExitCode {
 	// controller-runtime's client logs through a global logger; mysqlctl reports errors itself.
 	ctrllog.SetLogger(logr.Discard())
+	// So do client-go's informers (a watch that ended during an API server restart is retried
+	// by them, and watch reports the API's errors itself): nothing is printed behind its back.
+	klog.SetLogger(logr.Discard())
 	f := newFactory(iostreams.System(), os.Args[0], os.Getenv)
 	return execute(f, NewCmdRoot(f), os.Args[1:])
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // watchProc is a `watch` process running in the background.
@@ -608,7 +609,7 @@ func TestWatchSurvivesAPIServerRestart(t *testing.T) {
 	if c.Status.CurrentPrimary != primary || w.actions(t, "failover", "") != 0 || len(c.Status.History) > 0 && c.Status.History[0].Type == orchestrate.OperationFailover {
 		t.Fatalf("the API server's restart led to a failover: primary %s (was %s)\n%s", c.Status.CurrentPrimary, primary, w.output())
 	}
-	if _, ok := wr.ackAfter(restarted.Add(2 * time.Second)); !ok {
+	if _, ok := wr.firstAckAfter(restarted.Add(2 * time.Second)); !ok {
 		t.Errorf("no write acknowledged during the API server's restart")
 	}
 
@@ -653,5 +654,45 @@ func TestWatchWokenByChanges(t *testing.T) {
 	res := mysqlctl(t, "switchover", "wi", "--timeout", "20s")
 	if res.code != 0 || !strings.Contains(res.stderr, "handed to it") {
 		t.Fatalf("switchover handed to a watch checking every minute: exit %d\n%s\n%s", res.code, res.stderr, w.output())
+	}
+}
+
+// TestWatchObservesOnlyWhenAutoOff: with failover.auto false, a killed primary is reported
+// (FailoverRequired, with the command to run) but never failed over by watch; the command a
+// person then runs is handed to watch and fails over, leaving one writable instance.
+func TestWatchObservesOnlyWhenAutoOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "wo", 3)
+	defer deleteCluster(t, "wo")
+	pods := []string{"wo-0", "wo-1", "wo-2"}
+	c := getCluster(t, ctx, "wo")
+	c.Spec.Failover.Auto = ptr.To(false)
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	w := startWatch(t, nil, "wo")
+	w.supervising(t, ctx)
+	primary := getCluster(t, ctx, "wo").Status.CurrentPrimary
+	if err := r.Inject(rig.Kill, "default", primary); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "FailoverRequired reported with the command to run", func() error {
+		c := getCluster(t, ctx, "wo")
+		if c.Status.HA == nil || c.Status.HA.State != v1.HAFailoverRequired || !strings.Contains(strings.Join(c.Status.HA.Evidence, " "), "failover.auto is false: run 'mysqlctl failover wo'") {
+			return fmt.Errorf("ha %+v", c.Status.HA)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second) // five more intervals: still nothing done
+	if c := getCluster(t, ctx, "wo"); c.Status.CurrentPrimary != primary || c.Status.Operation != nil || w.actions(t, "failover", "") != 0 {
+		t.Fatalf("watch acted with failover.auto false: primary %s (was %s), operation %+v\n%s", c.Status.CurrentPrimary, primary, c.Status.Operation, w.output())
+	}
+	res := mysqlctl(t, "failover", "wo", "--timeout", "2m")
+	if res.code != 0 || !strings.Contains(res.stderr, "handed to it") {
+		t.Fatalf("the person's failover: exit %d\n%s", res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "wo"); c.Status.CurrentPrimary == primary || writableCount(t, ctx, root, pods...) != 1 {
+		t.Fatalf("after the person's failover: primary %s, %d writable", c.Status.CurrentPrimary, writableCount(t, ctx, root, pods...))
 	}
 }
