@@ -153,7 +153,9 @@ func example(f *cmdutil.Factory, lines ...string) string {
 		if i > 0 && strings.HasPrefix(l, "#") {
 			b.WriteString("\n")
 		}
-		b.WriteString("  " + fmt.Sprintf(l, f.DisplayName) + "\n")
+		// Comment lines name no program: a plain replacement, never a format with a missing
+		// verb (which printed "%!(EXTRA …)" after them).
+		b.WriteString("  " + strings.ReplaceAll(l, "%[1]s", f.DisplayName) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
