@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler from the Go module
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the Go module
 # proxy at the versions pinned in hack/kube/go.mod and hack/etcd/go.mod, into a cache directory
 # keyed by version, and prints that directory. A second run with the binaries present is instant.
 #
@@ -26,5 +26,13 @@ if ! have kube-apiserver kube-controller-manager kube-scheduler; then
     -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
     -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
   mv "$tmp"/* "$dir/" && rmdir "$tmp"
+fi
+# kubectl: the tests drive `kubectl explain` and kubectl's plugin completion against the rig.
+if ! have kubectl; then
+  echo "building kubectl $KUBE_VERSION into $dir (first run only)" >&2
+  minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+    -o "$dir/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl && mv "$dir/kubectl.tmp" "$dir/kubectl")
 fi
 echo "$dir"

@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -125,64 +124,6 @@ func TestCreateGetDelete(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}); err != nil {
 		t.Errorf("credentials Secret must be kept without --delete-data: %v", err)
-	}
-}
-
-func TestCreateRefusesBadInputAndCreatesNothing(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := kubeClient(t)
-	nothing := func(name string) {
-		t.Helper()
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &v1.MysqlCluster{}); !apierrors.IsNotFound(err) {
-			t.Errorf("MysqlCluster %s exists after a refused create (%v)", name, err)
-		}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name + "-config"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-			t.Errorf("ConfigMap %s-config exists after a refused create", name)
-		}
-	}
-
-	r := runK(t, "create", "big", "--image", "mariadb:10.11", "--replicas", "65", "-n", "default")
-	if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, "the API server refused the cluster") || !strings.Contains(r.stderr, "less than or equal to 64") {
-		t.Errorf("replicas 65: exit %d %q", r.code, r.stderr)
-	}
-	nothing("big")
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "big-credentials"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a Secret was generated for a refused cluster")
-	}
-
-	r = runK(t, "create", "owned", "--image", "mariadb:10.11", "--mysql-config", "log-bin=OFF", "-n", "default")
-	if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, "log-bin") {
-		t.Errorf("owned my.cnf key: exit %d %q", r.code, r.stderr)
-	}
-	nothing("owned")
-
-	partial := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "partial-credentials"},
-		Data:       map[string][]byte{"root-password": []byte("s3cret-root-value")},
-	}
-	if err := c.Create(ctx, partial); err != nil {
-		t.Fatal(err)
-	}
-	r = runK(t, "create", "partial", "--image", "mariadb:10.11", "-n", "default")
-	if r.code != cmdutil.ExitFailed || !strings.Contains(r.stderr, `lacks the key(s) "replication-password", "orchestration-password"`) {
-		t.Errorf("incomplete Secret: exit %d %q", r.code, r.stderr)
-	}
-	if strings.Contains(r.stderr+r.stdout, "s3cret-root-value") {
-		t.Error("a password from the Secret was printed")
-	}
-	nothing("partial")
-
-	for _, args := range [][]string{
-		{"create"},
-		{"create", "Bad_Name"},
-		{"create", "x", "-f", "cluster.yaml", "--replicas", "5"},
-		{"create", "x", "--mysql-config", "novalue"},
-	} {
-		if r := runK(t, args...); r.code != cmdutil.ExitUsage {
-			t.Errorf("%v: exit %d, want usage error; stderr %q", args, r.code, r.stderr)
-		}
 	}
 }
 

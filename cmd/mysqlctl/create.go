@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -20,6 +21,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // CreateOptions holds the create command's flags.
@@ -29,7 +31,7 @@ type CreateOptions struct {
 	Name      string
 	Namespace string
 	File      string
-	DryRun    bool
+	DryRun    cmdutil.DryRun
 	Output    string
 
 	Image             string
@@ -93,7 +95,9 @@ only be opened with its passwords. "delete --delete-data" removes both.`,
 			"# Extra my.cnf options",
 			"%[1]s create shop --image mysql:8.4 --mysql-config max_connections=500 --mysql-config innodb_buffer_pool_size=2G",
 			"# Print the objects that would be created, change nothing",
-			"%[1]s create demo --image mariadb:10.11 --dry-run"),
+			"%[1]s create demo --image mariadb:10.11 --dry-run",
+			"# The same, validated and defaulted by the API server (nothing is stored)",
+			"%[1]s create demo --image mariadb:10.11 --dry-run=server -o json"),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return cmdutil.FlagErrorf("create takes one NAME, got %d arguments", len(args))
@@ -123,7 +127,8 @@ only be opened with its passwords. "delete --delete-data" removes both.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.File, "filename", "f", "", "Read the MysqlCluster from this YAML file")
-	fl.BoolVar(&o.DryRun, "dry-run", false, "Print the objects that would be created (passwords are never printed) and change nothing")
+	cmdutil.AddDryRunFlag(cmd, &o.DryRun, "Print the objects that would be created (passwords are never printed) and change nothing: "+
+		"client validates them on this machine against the CRD's schema and rules, server has the API server validate and default them (dryRun=All); a bare --dry-run means client", cmdutil.DryRunServer)
 	fl.StringVarP(&o.Output, "output", "o", "yaml", "Format of --dry-run output: yaml or json")
 	fl.StringVar(&o.Image, "image", "mysql:8.4", "Server image, for example mysql:8.4 or mariadb:10.11")
 	fl.StringVar(&o.Flavor, "flavor", "", "mysql or mariadb (default: from the image's repository name)")
@@ -176,7 +181,9 @@ func (o *CreateOptions) Validate() error {
 	return nil
 }
 
-// Complete builds the cluster from the file or the flags.
+// Complete builds the cluster from the file or the flags and validates it as the API server
+// will (see validateCluster), so that a value the API would refuse is refused here, with the
+// API's message, and a value the typed object cannot carry (replicas 0) never becomes a default.
 func (o *CreateOptions) Complete() error {
 	ns, err := o.f.Namespace()
 	if err != nil && *o.f.ConfigFlags.Namespace == "" {
@@ -186,66 +193,122 @@ func (o *CreateOptions) Complete() error {
 		ns = *o.f.ConfigFlags.Namespace
 	}
 	o.Namespace = ns
-	c := &v1.MysqlCluster{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MysqlCluster"}}
+	var raw map[string]any
 	if o.File != "" {
-		data, err := os.ReadFile(o.File)
-		if err != nil {
-			return cmdutil.FlagErrorf("cannot read -f %s: %v", o.File, err)
-		}
-		if err := yaml.UnmarshalStrict(data, c); err != nil {
-			return cmdutil.FlagErrorf("%s is not a valid MysqlCluster: %v", o.File, err)
-		}
-		if c.Kind != "MysqlCluster" || c.APIVersion != v1.GroupVersion.String() {
-			return cmdutil.FlagErrorf("%s holds %s %s, want kind MysqlCluster, apiVersion %s", o.File, c.APIVersion, c.Kind, v1.GroupVersion)
-		}
-		if o.Name != "" && c.Name != "" && o.Name != c.Name {
-			return cmdutil.FlagErrorf("NAME %q differs from metadata.name %q in %s", o.Name, c.Name, o.File)
-		}
-		if c.Name == "" {
-			c.Name = o.Name
-		}
-		if c.Name == "" {
-			return cmdutil.FlagErrorf("%s has no metadata.name and no NAME was given", o.File)
-		}
-		if c.Namespace == "" {
-			c.Namespace = ns
-		}
+		raw, err = o.fromFile(ns)
 	} else {
-		c.Name, c.Namespace = o.Name, ns
-		s := &c.Spec
-		s.Image, s.Flavor, s.Replicas = o.Image, v1.Flavor(o.Flavor), o.Replicas
-		s.Storage.Size = o.StorageSize
-		if o.StorageClass != "" {
-			s.Storage.StorageClassName = &o.StorageClass
-		}
-		s.PrimaryService, s.ReplicaService, s.CredentialsSecretName = o.PrimaryService, o.ReplicaService, o.CredentialsSecret
-		for _, kv := range o.MysqlConfig {
-			k, v, _ := strings.Cut(kv, "=")
-			if s.MysqlConfig == nil {
-				s.MysqlConfig = map[string]string{}
-			}
-			s.MysqlConfig[k] = v
-		}
-		s.SemiSync = v1.SemiSyncSpec{Enabled: &o.SemiSync, WaitForReplicas: o.SemiSyncWaitFor, Timeout: &metav1.Duration{Duration: o.SemiSyncTimeout}}
-		s.Failover = v1.FailoverSpec{
-			Auto:              &o.AutoFailover,
-			DetectionInterval: &metav1.Duration{Duration: o.DetectionInterval},
-			FailureThreshold:  o.FailureThreshold,
-			Cooldown:          &metav1.Duration{Duration: o.Cooldown},
-			MaxCandidateLag:   &metav1.Duration{Duration: o.MaxCandidateLag},
-		}
-		var err error
-		if s.Resources.Requests, err = resourceList("--requests", o.Requests); err != nil {
-			return err
-		}
-		if s.Resources.Limits, err = resourceList("--limits", o.Limits); err != nil {
-			return err
-		}
-		s.Paused = o.Paused
+		raw, err = o.fromFlags(ns)
+	}
+	if err != nil {
+		return err
+	}
+	c, err := validateCluster(context.Background(), raw)
+	if err != nil {
+		return err
 	}
 	c.Default()
 	o.Cluster = c
 	return nil
+}
+
+// fromFile reads the cluster in -f as JSON maps, after checking it decodes strictly as a
+// MysqlCluster (no unknown or misspelt field).
+func (o *CreateOptions) fromFile(ns string) (map[string]any, error) {
+	data, err := os.ReadFile(o.File)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("cannot read -f %s: %v", o.File, err)
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, cmdutil.FlagErrorf("%s is not YAML: %v", o.File, err)
+	}
+	if tm.Kind != "MysqlCluster" || tm.APIVersion != v1.GroupVersion.String() {
+		return nil, cmdutil.FlagErrorf("%s holds %s %s, want kind MysqlCluster, apiVersion %s", o.File, tm.APIVersion, tm.Kind, v1.GroupVersion)
+	}
+	c := &v1.MysqlCluster{}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, cmdutil.FlagErrorf("%s is not a valid MysqlCluster: %v", o.File, err)
+	}
+	if o.Name != "" && c.Name != "" && o.Name != c.Name {
+		return nil, cmdutil.FlagErrorf("NAME %q differs from metadata.name %q in %s", o.Name, c.Name, o.File)
+	}
+	if c.Name == "" && o.Name == "" {
+		return nil, cmdutil.FlagErrorf("%s has no metadata.name and no NAME was given", o.File)
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("%s is not a valid MysqlCluster: %v", o.File, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		return nil, cmdutil.FlagErrorf("%s is not a valid MysqlCluster: %v", o.File, err)
+	}
+	if c.Name == "" {
+		u.SetName(o.Name)
+	}
+	if c.Namespace == "" {
+		u.SetNamespace(ns)
+	}
+	// Never sent: the status is mysqlctl's to write.
+	delete(u.Object, "status")
+	return u.Object, nil
+}
+
+// fromFlags builds the cluster from the flags as JSON maps. Numbers and strings the typed
+// object drops when zero or empty are set explicitly, so that the schema sees what was typed.
+func (o *CreateOptions) fromFlags(ns string) (map[string]any, error) {
+	c := &v1.MysqlCluster{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MysqlCluster"}}
+	c.Name, c.Namespace = o.Name, ns
+	s := &c.Spec
+	s.Image, s.Flavor, s.Replicas = o.Image, v1.Flavor(o.Flavor), o.Replicas
+	s.Storage.Size = o.StorageSize
+	if o.StorageClass != "" {
+		s.Storage.StorageClassName = &o.StorageClass
+	}
+	s.PrimaryService, s.ReplicaService, s.CredentialsSecretName = o.PrimaryService, o.ReplicaService, o.CredentialsSecret
+	for _, kv := range o.MysqlConfig {
+		k, v, _ := strings.Cut(kv, "=")
+		if s.MysqlConfig == nil {
+			s.MysqlConfig = map[string]string{}
+		}
+		s.MysqlConfig[k] = v
+	}
+	s.SemiSync = v1.SemiSyncSpec{Enabled: &o.SemiSync, WaitForReplicas: o.SemiSyncWaitFor, Timeout: &metav1.Duration{Duration: o.SemiSyncTimeout}}
+	s.Failover = v1.FailoverSpec{
+		Auto:              &o.AutoFailover,
+		DetectionInterval: &metav1.Duration{Duration: o.DetectionInterval},
+		FailureThreshold:  o.FailureThreshold,
+		Cooldown:          &metav1.Duration{Duration: o.Cooldown},
+		MaxCandidateLag:   &metav1.Duration{Duration: o.MaxCandidateLag},
+	}
+	var err error
+	if s.Resources.Requests, err = resourceList("--requests", o.Requests); err != nil {
+		return nil, err
+	}
+	if s.Resources.Limits, err = resourceList("--limits", o.Limits); err != nil {
+		return nil, err
+	}
+	s.Paused = o.Paused
+	raw, err := toRaw(c)
+	if err != nil {
+		return nil, err
+	}
+	explicit := []struct {
+		value any
+		path  []string
+	}{
+		{int64(o.Replicas), []string{"spec", "replicas"}},
+		{int64(o.SemiSyncWaitFor), []string{"spec", "semiSync", "waitForReplicas"}},
+		{int64(o.FailureThreshold), []string{"spec", "failover", "failureThreshold"}},
+		{o.Image, []string{"spec", "image"}},
+		{o.StorageSize, []string{"spec", "storage", "size"}},
+	}
+	for _, e := range explicit {
+		if err := unstructured.SetNestedField(raw, e.value, e.path...); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
 }
 
 // resourceList parses NAME=QUANTITY pairs.
@@ -274,12 +337,15 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	if _, err := orchestrate.RenderMyCnf(cluster); err != nil {
 		return err
 	}
-	if o.DryRun {
+	if o.DryRun == cmdutil.DryRunClient {
 		return o.printDryRun()
 	}
 	c, err := o.f.Client()
 	if err != nil {
 		return err
+	}
+	if o.DryRun == cmdutil.DryRunServer {
+		return o.serverDryRun(ctx, c)
 	}
 	key := client.ObjectKeyFromObject(cluster)
 	existing := &v1.MysqlCluster{}
@@ -352,10 +418,68 @@ func (o *CreateOptions) printDryRun() error {
 	if err != nil {
 		return err
 	}
-	for k := range secret.Data {
-		secret.Data[k] = []byte("<generated at create unless the Secret exists>")
+	maskSecret(secret)
+	return o.printObjects(append([]client.Object{o.Cluster, secret}, objs...))
+}
+
+// maskSecret replaces every value of the Secret: a dry run never prints a password.
+func maskSecret(s *corev1.Secret) {
+	for k := range s.Data {
+		s.Data[k] = []byte("<generated at create unless the Secret exists>")
 	}
-	all := append([]client.Object{o.Cluster, secret}, objs...)
+	for k := range s.StringData {
+		s.StringData[k] = "<generated at create unless the Secret exists>"
+	}
+}
+
+// serverDryRun sends every object create would write with dryRun=All and prints them as the
+// API server returned them (validated, admitted and defaulted; nothing stored).
+func (o *CreateOptions) serverDryRun(ctx context.Context, c client.Client) error {
+	key := client.ObjectKeyFromObject(o.Cluster)
+	if err := c.Get(ctx, key, &v1.MysqlCluster{}); err == nil {
+		return fmt.Errorf("MysqlCluster %s already exists: change it with 'apply -f' or converge it with 'reconcile %s'", key, o.Cluster.Name)
+	} else if !apierrors.IsNotFound(err) {
+		return cmdutil.ExplainAPIError(err)
+	}
+	existing, err := orchestrate.CheckSecret(ctx, c, o.Cluster)
+	if err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	cluster := o.Cluster.DeepCopy()
+	if err := c.Create(ctx, cluster, client.DryRunAll); err != nil {
+		return explainInvalid(err)
+	}
+	// The server gave the cluster a UID (not stored): the owned objects reference it.
+	cluster.SetGroupVersionKind(v1.GroupVersion.WithKind("MysqlCluster"))
+	printed := []client.Object{cluster}
+	if existing == nil {
+		secret, err := orchestrate.BuildSecret(cluster)
+		if err != nil {
+			return err
+		}
+		if err := c.Create(ctx, secret, client.DryRunAll); err != nil {
+			return cmdutil.ExplainAPIError(err)
+		}
+		maskSecret(secret)
+		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		printed = append(printed, secret)
+	}
+	objs, err := orchestrate.DerivedObjects(cluster, orchestrate.Convergence{})
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		u, err := orchestrate.DryRunApply(ctx, c, obj)
+		if err != nil {
+			return cmdutil.ExplainAPIError(err)
+		}
+		printed = append(printed, u)
+	}
+	return o.printObjects(printed)
+}
+
+// printObjects prints objects in the -o format (YAML documents or one JSON object each).
+func (o *CreateOptions) printObjects(all []client.Object) error {
 	out := o.f.IOStreams.Out
 	for i, obj := range all {
 		if o.Output == "json" {
@@ -379,7 +503,7 @@ func (o *CreateOptions) printDryRun() error {
 func explainInvalid(err error) error {
 	var status apierrors.APIStatus
 	if apierrors.IsInvalid(err) && errors.As(err, &status) {
-		return fmt.Errorf("the API server refused the cluster: %s", status.Status().Message)
+		return outcome.Invalid("the API server refused the cluster: " + status.Status().Message)
 	}
 	return cmdutil.ExplainAPIError(err)
 }

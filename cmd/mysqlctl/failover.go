@@ -118,7 +118,7 @@ func (o *FailoverOptions) Run(ctx context.Context) error {
 		return err
 	}
 	key := client.ObjectKeyFromObject(cluster)
-	if o.Plan.DryRun {
+	if o.Plan.dryRun() {
 		p, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
 			return r.PlanFailover(ctx, key, o.options())
 		})

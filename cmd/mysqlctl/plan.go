@@ -17,12 +17,16 @@ import (
 
 // planFlags are the --dry-run and -o flags of commands that can print their plan.
 type planFlags struct {
-	DryRun bool
+	DryRun cmdutil.DryRun
 	Output string
 }
 
+// dryRun reports whether only the plan is wanted. The plan is worked out by mysqlctl from the
+// servers it observes, so there is no server-side variant.
+func (p planFlags) dryRun() bool { return p.DryRun != cmdutil.DryRunNone }
+
 func addPlanFlags(cmd *cobra.Command, p *planFlags) {
-	cmd.Flags().BoolVar(&p.DryRun, "dry-run", false, "Print the plan, with the evidence it was decided from, and change nothing")
+	cmdutil.AddDryRunFlag(cmd, &p.DryRun, "Print the plan, with the evidence it was decided from, and change nothing (none or client; a bare --dry-run means client)")
 	cmd.Flags().StringVarP(&p.Output, "output", "o", "text", "Output format of --dry-run: text, json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"text", cmdutil.OutputJSON, cmdutil.OutputYAML}, cobra.ShellCompDirectiveNoFileComp
@@ -30,7 +34,7 @@ func addPlanFlags(cmd *cobra.Command, p *planFlags) {
 }
 
 func (p planFlags) validate() error {
-	if p.Output != "text" && !p.DryRun {
+	if p.Output != "text" && !p.dryRun() {
 		return cmdutil.FlagErrorf("-o applies to --dry-run only")
 	}
 	return cmdutil.ValidateOutput(p.Output, "text", cmdutil.OutputJSON, cmdutil.OutputYAML)

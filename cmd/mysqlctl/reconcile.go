@@ -107,7 +107,7 @@ func loadCluster(ctx context.Context, f *cmdutil.Factory, name string) (client.C
 	cluster := &v1.MysqlCluster{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("MysqlCluster %s/%s not found", ns, name)
+			return nil, nil, fmt.Errorf("MysqlCluster %s/%s not found: '%s get -n %s' lists the clusters there (another namespace: -n NAMESPACE)", ns, name, f.DisplayName, ns)
 		}
 		return nil, nil, cmdutil.ExplainAPIError(err)
 	}

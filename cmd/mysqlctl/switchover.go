@@ -94,7 +94,7 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 	}
 	key := client.ObjectKeyFromObject(cluster)
 	opts := orchestrate.SwitchoverOptions{To: o.To, CatchUpTimeout: o.CatchUpTimeout, ResumeOnly: o.resumeOnly}
-	if o.Plan.DryRun {
+	if o.Plan.dryRun() {
 		p, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
 			return r.PlanSwitchover(ctx, key, opts)
 		})

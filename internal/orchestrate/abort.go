@@ -55,11 +55,18 @@ func (r *Runner) provenReadOnly(ctx context.Context, c *v1.MysqlCluster, name st
 	return nil
 }
 
+// nothingToAbort is Abort's answer when no operation is recorded: nothing was asked that could
+// be refused, so it is not an error.
+func nothingToAbort(key client.ObjectKey) string {
+	return "nothing to abort: no operation is in progress on " + key.Name
+}
+
 // Abort rolls back the operation recorded in the cluster's status, where a rollback is
 // defined. It first persists the RollingBack stage (so that a crash resumes the rollback, never
 // the operation), then runs it: a switchover's old primary is made writable again; a failover's
 // stopped receivers are restarted and the old primary put back in the primary Service. Past
-// promotion, or for other operation types, Abort refuses with outcome.ErrUnsafe. It returns the
+// promotion, or for other operation types, Abort refuses with outcome.ErrUnsafe; with no
+// operation recorded it changes nothing and says so. It returns the
 // message recorded in the history.
 func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error) {
 	c := &v1.MysqlCluster{}
@@ -68,7 +75,7 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	}
 	op := c.Status.Operation
 	if op == nil {
-		return "", fmt.Errorf("%w: no operation is in progress on %s", outcome.ErrUnsafe, key.Name)
+		return nothingToAbort(key), nil
 	}
 	if op.Holder != r.Holder || op.Epoch != r.Epoch {
 		// Left by an actor that is gone: take it over first (a compare-and-swap on its holder
@@ -80,7 +87,7 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 			return "", err
 		}
 		if op = c.Status.Operation; op == nil {
-			return "", fmt.Errorf("%w: no operation is in progress on %s", outcome.ErrUnsafe, key.Name)
+			return nothingToAbort(key), nil
 		}
 	}
 	if op.Type == OperationConverge {

@@ -204,3 +204,17 @@ func keepImmutable(live, desired *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(desired.Object, p, "spec", "podManagementPolicy")
 	}
 }
+
+// DryRunApply sends obj as Apply would, with dryRun=All: the API server validates, defaults
+// and admits it and persists nothing. It returns the object as the server would have stored it.
+func DryRunApply(ctx context.Context, c client.Writer, obj client.Object) (*unstructured.Unstructured, error) {
+	desired, err := toApplyUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	//nolint:staticcheck // a Patch (unlike Apply) returns the object the server built.
+	if err := c.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership, client.DryRunAll); err != nil {
+		return nil, fmt.Errorf("apply %s %s (dry run): %w", desired.GetKind(), desired.GetName(), err)
+	}
+	return desired, nil
+}

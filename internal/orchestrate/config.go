@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // ConfigFileName is the my.cnf fragment in the ConfigMap. The init container copies it next to
@@ -121,12 +122,12 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 		}
 		v := c.Spec.MysqlConfig[k]
 		if strings.ContainsAny(k+v, "\n\r") || strings.ContainsAny(k, "=[] \t#") {
-			return "", fmt.Errorf("mysqlConfig %q: keys and values must be single-line option names and values", k)
+			return "", outcome.Invalid(fmt.Sprintf("mysqlConfig %q: keys and values must be single-line option names and values", k))
 		}
 		w(k, v)
 	}
 	if len(refused) > 0 {
-		return "", fmt.Errorf("mysqlConfig must not set keys that mysqlctl manages: %s", strings.Join(refused, ", "))
+		return "", outcome.Invalid(fmt.Sprintf("mysqlConfig must not set keys that mysqlctl manages: %s (remove them: mysqlctl sets them itself)", strings.Join(refused, ", ")))
 	}
 	return b.String(), nil
 }

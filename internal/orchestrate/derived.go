@@ -2,7 +2,6 @@ package orchestrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -11,10 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
-// ErrSecretIncomplete means the credentials Secret exists but lacks required keys.
-var ErrSecretIncomplete = errors.New("credentials Secret incomplete")
+// ErrSecretIncomplete means the credentials Secret exists but lacks required keys (a bad input:
+// exit code 2).
+var ErrSecretIncomplete = outcome.Invalid("credentials Secret incomplete")
 
 // CheckSecret reads the credentials Secret. It returns (nil, nil) when there is none (mysqlctl
 // will generate one) and an error naming every missing key when it exists but is incomplete.

@@ -8,6 +8,9 @@ package outcome
 import "errors"
 
 var (
+	// ErrInvalid means a value was refused by validation: the CRD's schema and rules (checked
+	// on this machine or by the API server), like a bad flag (exit code 2).
+	ErrInvalid = errors.New("invalid")
 	// ErrTimedOut means a wait ended before the awaited state was reached (exit code 3).
 	ErrTimedOut = errors.New("timed out")
 	// ErrUnsafe means a step could not be proven safe and was not taken (exit code 4).
@@ -15,3 +18,16 @@ var (
 	// ErrHeld means another actor holds the cluster (exit code 5).
 	ErrHeld = errors.New("held by another actor")
 )
+
+// kindError is an error with its own message that is also one of the sentinels above.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
+// Invalid returns an error with message msg that is ErrInvalid (the sentinel's own text is not
+// added: msg already says what is invalid).
+func Invalid(msg string) error { return &kindError{msg: msg, kind: ErrInvalid} }

@@ -34,7 +34,7 @@ func ExitCodeFor(err error) ExitCode {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &flagErr):
+	case errors.As(err, &flagErr), errors.Is(err, outcome.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, outcome.ErrHeld):
 		return ExitHeld

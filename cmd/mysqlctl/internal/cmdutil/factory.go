@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 )
@@ -40,7 +41,8 @@ type Factory struct {
 func (f *Factory) RESTConfig() (*rest.Config, error) {
 	cfg, err := f.ConfigFlags.ToRESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("cannot load a Kubernetes configuration: %w (set --kubeconfig or KUBECONFIG, or run in a cluster)", err)
+		// A configuration that cannot be loaded is a bad input (exit code 2), like a bad flag.
+		return nil, outcome.Invalid(fmt.Sprintf("cannot load a Kubernetes configuration: %v (check --kubeconfig, KUBECONFIG and --context: 'kubectl config get-contexts' lists the contexts; or run in a cluster)", err))
 	}
 	cfg.UserAgent = "mysqlctl/" + f.Build.Version
 	// client-go's default of 5 requests per second (burst 10) throttles a failover: every
@@ -134,6 +136,14 @@ func ExplainAPIError(err error) error {
 	switch {
 	case errors.As(err, &noKind) || meta.IsNoMatchError(err):
 		return fmt.Errorf("the MysqlCluster CRD is not installed in this cluster: run 'mysqlctl install' (needs cluster-admin once)")
+	case apierrors.IsInvalid(err):
+		// The API server refused a value (its schema, a CEL rule, an immutable field): a bad
+		// input, exit code 2, with the server's own message.
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return outcome.Invalid("the API server refused it: " + status.Status().Message)
+		}
+		return outcome.Invalid(err.Error())
 	case apierrors.IsForbidden(err):
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
