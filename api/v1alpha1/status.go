@@ -89,58 +89,84 @@ const (
 // subresource, one small change at a time under optimistic locking, so an interrupted operation
 // can be resumed by any later invocation from exactly what is recorded here.
 type MysqlClusterStatus struct {
-	// Phase summarises the cluster's state.
+	// One-word state: Bootstrapping, Running, SwitchingOver, FailingOver or Degraded (empty before
+	// the first bootstrap), shown in the Phase column. Degraded means mysqlctl stopped because a
+	// step could not be proven safe, or the cluster is not fully protected; the Degraded condition
+	// says why. Written by mysqlctl; do not edit.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// ObservedGeneration is the spec generation the status describes.
+	// The metadata.generation of the spec that the last bootstrap or converge verified. When it is
+	// lower than metadata.generation the spec changed since: `mysqlctl reconcile NAME` converges
+	// the cluster to it. Written by mysqlctl; do not edit.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are Ready, Available, Degraded and Progressing.
+	// Standard conditions, one per type. Ready: every instance is proven to replicate from the
+	// primary; Available: a writable primary answers; Degraded: mysqlctl stopped or the cluster is
+	// not fully protected (the message says why); Progressing: an operation runs; SemiSynchronous:
+	// the primary waits for enough semi-sync acknowledgements. Written by mysqlctl; do not edit.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// CurrentPrimary is the pod name of the writable primary.
+	// Pod name of the writable primary, such as demo-0 (the Primary column). Set by bootstrap,
+	// `switchover` and `failover`, which also move the primary Service to this pod. Written by
+	// mysqlctl; do not edit.
 	// +optional
 	CurrentPrimary string `json:"currentPrimary,omitempty"`
-	// Ready is "ready/desired" instances, for the printer column.
+	// Instances proven healthy over spec.replicas, such as 3/3 (the Ready column), as of the last
+	// bootstrap, converge or failover. Written by mysqlctl; do not edit.
 	// +optional
 	Ready string `json:"ready,omitempty"`
-	// ReadyInstances counts instances proven healthy in their role.
+	// Number of instances, primary included, that the last bootstrap, converge or failover proved
+	// healthy in their role. Written by mysqlctl; do not edit.
 	// +optional
 	ReadyInstances int32 `json:"readyInstances,omitempty"`
-	// Instances is the last observation of every instance.
+	// Every instance as mysqlctl last recorded it, one entry per pod, updated at the end of every
+	// bootstrap, converge, switchover and failover; `mysqlctl status NAME` shows it. Written by
+	// mysqlctl; do not edit.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Instances []InstanceStatus `json:"instances,omitempty"`
-	// GTIDBootstrap is the append-only provenance of every instance, recorded before it first
-	// joined replication. Election judges errant transactions against it; entries are never rewritten.
+	// Provenance of every instance's data, recorded before the instance first joined replication
+	// and never rewritten. Failover judges errant transactions against it, and an instance whose
+	// data volume no longer matches its record is quarantined. Written by mysqlctl; do not edit.
 	// +optional
 	GTIDBootstrap []GTIDBootstrapRecord `json:"gtidBootstrap,omitempty"`
-	// KnownPrimaries are the identities (MySQL server_uuid, MariaDB "server_id:N") of every
-	// instance that has been primary: their transactions are never errant.
+	// Identity of every instance that has ever been primary (the MySQL server_uuid, or server_id:N
+	// on MariaDB): transactions they wrote are never counted as errant. Only ever appended to.
+	// Written by mysqlctl; do not edit.
 	// +optional
 	KnownPrimaries []string `json:"knownPrimaries,omitempty"`
-	// HA is the supervisor's view of the primary's health.
+	// Health of the primary as `mysqlctl watch` judges it (failovers record it too), with the
+	// evidence; `mysqlctl status NAME` shows it on its ha line. Written by mysqlctl; do not edit.
 	// +optional
 	HA *HAStatus `json:"ha,omitempty"`
-	// Operation is the operation in progress, if any.
+	// The operation in progress, persisted stage by stage with its evidence; absent when none runs.
+	// `mysqlctl resume NAME` continues an interrupted one, and `mysqlctl abort NAME` rolls back a
+	// switchover or failover that has not promoted yet. Written by mysqlctl; do not edit.
 	// +optional
 	Operation *OperationStatus `json:"operation,omitempty"`
-	// History keeps the last finished operations, newest first.
+	// Up to 20 finished operations, newest first, each with its result, duration and message.
+	// Written by mysqlctl; do not edit.
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	History []OperationRecord `json:"history,omitempty"`
-	// ErrantInstances are quarantined instances: they hold transactions no known primary produced
-	// (or their history is not an ancestor of the primary's) and are kept out of the replica Service.
+	// Quarantined instances: their data holds transactions no known primary wrote, or a history
+	// that is not an ancestor of the primary's. They are labelled quarantined, kept out of both
+	// Services and never elected; no mysqlctl command releases them yet. Written by mysqlctl; do
+	// not edit.
 	// +optional
 	ErrantInstances []ErrantInstance `json:"errantInstances,omitempty"`
-	// Upgrade is the persisted state of a rolling upgrade, if one is in progress.
+	// Reserved for rolling image upgrades, which mysqlctl does not implement yet, so no command
+	// writes it; do not edit. When present, its partition is applied to the StatefulSet and the
+	// PodDisruptionBudget stays closed.
 	// +optional
 	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
-	// Request is the last request a supervisor (watch) took from the mysqlctl.io/request
-	// annotation, and its outcome: the command that left it follows it here.
+	// The last request a supervising `mysqlctl watch` took from the mysqlctl.io/request annotation,
+	// and its outcome. A switchover, failover, resume or abort typed while a watch supervises the
+	// cluster is left there as a request, and the command follows its outcome here. Written by
+	// mysqlctl; do not edit.
 	// +optional
 	Request *RequestStatus `json:"request,omitempty"`
 }
@@ -157,8 +183,9 @@ type Request struct {
 	Type string `json:"type"`
 	// To is the requested new primary (switchover, failover).
 	To string `json:"to,omitempty"`
-	// Force and Reason are failover --force and its recorded reason.
-	Force  bool   `json:"force,omitempty"`
+	// Force is failover --force.
+	Force bool `json:"force,omitempty"`
+	// Reason is the reason recorded with failover --force.
 	Reason string `json:"reason,omitempty"`
 	// CatchUpTimeout bounds the candidate's catch-up (switchover, failover).
 	CatchUpTimeout *metav1.Duration `json:"catchUpTimeout,omitempty"`
@@ -166,8 +193,8 @@ type Request struct {
 	By string `json:"by,omitempty"`
 	// At is when it was asked.
 	At metav1.Time `json:"at"`
-	// Deadline is when the requester stops waiting: a request not taken by then is never
-	// carried out.
+	// Deadline is when the requester stops waiting: a request not taken by then is never carried
+	// out.
 	// +optional
 	Deadline *metav1.Time `json:"deadline,omitempty"`
 }
@@ -185,293 +212,325 @@ const (
 
 // RequestStatus is a supervisor's answer to a request.
 type RequestStatus struct {
-	// ID is the request's ID.
+	// Identifier of the request, as in the mysqlctl.io/request annotation that carried it.
 	ID string `json:"id"`
-	// Type is the request's type.
+	// Kind of request: switchover, failover, resume or abort (unknown for an annotation that did
+	// not parse).
 	Type string `json:"type"`
-	// State is Accepted while the supervisor carries it out, then Succeeded or Failed.
+	// Accepted while the supervisor carries the request out, then Succeeded or Failed.
 	State RequestState `json:"state"`
-	// Holder is the supervisor that took it.
+	// The `mysqlctl watch` process that took the request, as mysqlctl@HOST/PID-NONCE.
 	// +optional
 	Holder string `json:"holder,omitempty"`
-	// Epoch is the transition count of the supervisor Lease its holder took it under: only a
-	// supervisor with a newer one takes it over, so a paused one that lost its Lease cannot.
+	// Transition count of the NAME-watch Lease when its holder took the request: only a supervisor
+	// holding a newer one takes the request over, so one that lost its Lease cannot.
 	// +optional
 	Epoch int32 `json:"epoch,omitempty"`
-	// Message says what happened (the error of a failed request).
+	// What happened: the operation's result, or the error of a failed request.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Outcome is the kind of failure, which decides the requesting command's exit code:
-	// TimedOut, Unsafe, Held or Error.
+	// Kind of failure, which sets the requesting command's exit code: TimedOut (3), Unsafe (4),
+	// Held (5) or Error (1); empty on success.
 	// +optional
 	Outcome string `json:"outcome,omitempty"`
-	// AcceptedAt is when the supervisor took it; FinishedAt when it ended.
+	// When the supervisor took the request.
 	AcceptedAt metav1.Time `json:"acceptedAt"`
+	// When the request ended; absent while it runs.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
-// InstanceStatus is one instance as last observed.
+// One instance (pod) as mysqlctl last recorded it.
 type InstanceStatus struct {
-	// Name is the pod name.
+	// Pod name of the instance, such as demo-1.
 	Name string `json:"name"`
-	// Ordinal is the StatefulSet ordinal.
+	// StatefulSet ordinal of the pod (the number ending its name); its server_id is 1000 plus the
+	// ordinal.
 	Ordinal int32 `json:"ordinal"`
-	// PodUID identifies the pod incarnation observed.
+	// UID of the pod incarnation observed: failed checks count toward a failover only across checks
+	// of one incarnation, and this one is used once the pod is gone.
 	// +optional
 	PodUID string `json:"podUID,omitempty"`
-	// PodIP is the address the instance had, which replicas use as their source: failure
-	// detection asks the replicas about it even when the pod object is gone.
+	// IP address the pod had when recorded, for information: replicas follow their primary by its
+	// stable DNS name (POD.NAME-instances.NAMESPACE.svc), never by this address.
 	// +optional
 	PodIP string `json:"podIP,omitempty"`
-	// SemiSyncSource is true when the instance was observed as a semi-synchronous source with a
-	// timeout of at least an hour: stopping every replica's receiver then stops it committing.
+	// True when the instance was last observed as a semi-synchronous source that cannot commit
+	// without an acknowledgement (enabled and active, AFTER_SYNC, waiting with no replica
+	// connected, timeout of at least 1h). Only then can a failover fence it by stopping every
+	// replica's receiver.
 	// +optional
 	SemiSyncSource bool `json:"semiSyncSource,omitempty"`
-	// SemiSyncTimeoutSeconds is the semi-sync source timeout the instance was observed with.
+	// Semi-sync source timeout the instance was observed with, in seconds; a failover's
+	// receiver-fence deadline is computed from it.
 	// +optional
 	SemiSyncTimeoutSeconds int64 `json:"semiSyncTimeoutSeconds,omitempty"`
-	// Role is the instance's role.
+	// Place in the topology when recorded: primary, replica, quarantined, or unknown (an old
+	// primary that is not serving). The pod's mysqlctl.io/role label carries the live role.
 	// +optional
 	Role Role `json:"role,omitempty"`
-	// ServerID is the server_id.
+	// The server's server_id (1000 plus the ordinal), by which replicas identify their source.
 	// +optional
 	ServerID int64 `json:"serverID,omitempty"`
-	// ServerUUID is the MySQL server_uuid (empty for MariaDB, which has none).
+	// The MySQL server_uuid of the instance; empty on MariaDB, which has none.
 	// +optional
 	ServerUUID string `json:"serverUUID,omitempty"`
-	// Version is the server version string.
+	// Server version as the server reports it (@@version), such as 8.4.3 or 10.11.9-MariaDB.
 	// +optional
 	Version string `json:"version,omitempty"`
-	// GTIDExecuted is the executed GTID set (MySQL) or gtid_current_pos (MariaDB).
+	// Executed GTID set: gtid_executed on MySQL, gtid_current_pos on MariaDB.
 	// +optional
 	GTIDExecuted string `json:"gtidExecuted,omitempty"`
-	// LagSeconds is the replication lag; absent means unknown, which is never the same as 0.
+	// Replication lag in seconds as the server reported it; absent means unknown, never 0. A
+	// failover rejects a candidate whose lag exceeds spec.failover.maxCandidateLag.
 	// +optional
 	LagSeconds *int64 `json:"lagSeconds,omitempty"`
-	// IOThread is the replication IO (receiver) thread state: Yes, No or Connecting.
+	// State of the replication receiver (IO) thread: Yes, No or Connecting; empty on the primary.
 	// +optional
 	IOThread string `json:"ioThread,omitempty"`
-	// SQLThread is the replication SQL (applier) thread state.
+	// State of the replication applier (SQL) thread: Yes or No; empty on the primary.
 	// +optional
 	SQLThread string `json:"sqlThread,omitempty"`
-	// LastError is the last IO or SQL thread error.
+	// Last receiver or applier error the server reported; empty when there is none.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// Classification is the replica classification (Replicating, Lagging, IOBroken, Errant, …).
+	// Replication health when recorded: Primary, Replicating, Errant (quarantined) or Down (an old
+	// primary that is not serving).
 	// +optional
 	Classification string `json:"classification,omitempty"`
-	// Restarts is the server container's restart count.
+	// Restart count of the pod's mysql container when recorded; `mysqlctl status` shows the live
+	// count.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
-	// LastSeen is when the instance last answered.
+	// When mysqlctl last observed the instance answering. For a primary seen waiting for semi-sync
+	// acknowledgements, a running `watch` refreshes it every minute and `reconcile` at most hourly;
+	// the failover's receiver-fence deadline counts from it.
 	// +optional
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
 }
 
-// GTIDBootstrapRecord is an instance's provenance, recorded before it first joined replication.
+// Provenance of one instance's data, recorded once before it first joined replication.
 type GTIDBootstrapRecord struct {
-	// Ordinal is the StatefulSet ordinal.
+	// StatefulSet ordinal of the instance the record describes.
 	Ordinal int32 `json:"ordinal"`
-	// PVCUID is the UID of the data volume claim; a different UID later means different data.
+	// UID of the instance's PersistentVolumeClaim (data-POD) when recorded: a different UID later
+	// means different data, and the instance is quarantined.
 	PVCUID string `json:"pvcUID"`
-	// ServerUUID is the server identity (MySQL server_uuid; MariaDB server_id).
+	// Server identity when recorded: the MySQL server_uuid, or server_id:N on MariaDB.
 	// +optional
 	ServerUUID string `json:"serverUUID,omitempty"`
-	// BootstrapGTIDSet is the GTID set the instance held before joining.
+	// GTID set the instance held before it joined replication; these transactions are not counted
+	// as errant.
 	// +optional
 	BootstrapGTIDSet string `json:"bootstrapGTIDSet,omitempty"`
-	// RecordedAt is when the record was written.
+	// When mysqlctl wrote the record.
 	RecordedAt metav1.Time `json:"recordedAt"`
 }
 
 // HAStatus is the supervisor's persisted view of the primary's health.
 type HAStatus struct {
-	// State is the HA state.
+	// Health of the primary: Healthy, Suspected, FailoverRequired, FailoverInProgress or Degraded.
+	// Suspected: checks fail but death is not proven; FailoverRequired: it is dead, and `watch`
+	// fails over or, when failover.auto is false or the cluster is paused, names the command to
+	// run; Degraded: a failover was refused or is withheld, and the evidence says why. Verifying is
+	// not written by this version.
 	State HAState `json:"state"`
-	// Evidence lists the observations behind the state.
+	// Observations behind the state, the reason first; `mysqlctl status` shows the first one.
 	// +optional
 	Evidence []string `json:"evidence,omitempty"`
-	// SuspectedPodUID is the primary pod incarnation under suspicion: suspicion only escalates
-	// across checks of the same pod.
+	// UID of the primary pod incarnation under suspicion: failed checks count toward
+	// failover.failureThreshold only across checks of the same pod.
 	// +optional
 	SuspectedPodUID string `json:"suspectedPodUID,omitempty"`
-	// FailedChecks counts consecutive failed checks of the primary.
+	// Consecutive failed checks of the primary; a restarted `watch` continues this count when
+	// lastFailedCheck is recent.
 	// +optional
 	FailedChecks int32 `json:"failedChecks,omitempty"`
-	// LastFailedCheck is when the newest of them ended: a restarted supervisor continues the
-	// count only if it is recent.
+	// When the newest failed check ended; a `watch` started later continues the count only within
+	// three detection intervals of it.
 	// +optional
 	LastFailedCheck *metav1.Time `json:"lastFailedCheck,omitempty"`
-	// Since is when the state was entered.
+	// When the current state was entered.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
-	// LastFailover is when the last failover finished; the cooldown counts from it.
+	// When the last failover ended, or an automatic one failed; failover.cooldown counts from it.
 	// +optional
 	LastFailover *metav1.Time `json:"lastFailover,omitempty"`
 }
 
 // OperationStatus is the operation in progress, persisted stage by stage.
 type OperationStatus struct {
-	// ID identifies the operation.
+	// Identifier of the operation: its type and start time in Unix seconds, such as
+	// failover-1767225600. The history record keeps it.
 	ID string `json:"id"`
-	// Type is bootstrap, switchover, failover, upgrade or scale.
+	// Kind of operation: bootstrap, converge (re-joining the replicas of a running cluster),
+	// switchover or failover.
 	Type string `json:"type"`
-	// Stage is the next stage to run; a resumed operation starts here.
+	// Next stage to run, such as WaitingForPods, Fencing, Promoting or RollingBack; a resumed
+	// operation starts here.
 	Stage string `json:"stage"`
-	// Holder is the actor (Lease holder identity) running it.
+	// The mysqlctl process running the operation (mysqlctl@HOST/PID-NONCE), holder of the
+	// NAME-mysqlctl Lease; another process takes over only once that Lease expires (15 s).
 	// +optional
 	Holder string `json:"holder,omitempty"`
-	// Epoch is the Lease transition count when the holder took it; a stale actor's writes lose.
+	// Transition count of the NAME-mysqlctl Lease when the holder took it: every write of the
+	// operation is conditional on it, so a stale process's writes are refused.
 	// +optional
 	Epoch int32 `json:"epoch,omitempty"`
-	// StartedAt is when the operation began.
+	// When the operation began, in whole seconds.
 	StartedAt metav1.Time `json:"startedAt"`
-	// StartedAtMicro is StartedAt with sub-second precision (startedAt keeps whole seconds),
-	// from which durations are measured.
+	// When the operation began, with microsecond precision; durations are measured from it.
 	// +optional
 	StartedAtMicro *metav1.MicroTime `json:"startedAtMicro,omitempty"`
-	// UpdatedAt is when the stage last changed.
+	// When mysqlctl last wrote this record.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
-	// StageStartedAt is when the current stage was entered: every stage has a bound, judged
-	// from it.
+	// When the current stage began: every waiting stage has a time bound, counted from it.
 	// +optional
 	StageStartedAt *metav1.Time `json:"stageStartedAt,omitempty"`
-	// Target is the requested instance (switchover/failover --to) or image or replica count.
+	// The instance asked for with `switchover --to` or `failover --to`; empty lets mysqlctl choose.
+	// A resumed operation keeps it.
 	// +optional
 	Target string `json:"target,omitempty"`
-	// RequestID is the request (mysqlctl.io/request) that started the operation, if one did:
-	// a supervisor that takes the request over continues this operation instead of starting
-	// another.
+	// The request (mysqlctl.io/request annotation) that started the operation, if one did: a
+	// supervisor that takes the request over continues this operation instead of starting another.
 	// +optional
 	RequestID string `json:"requestID,omitempty"`
-	// Evidence is what justified each decision so far.
+	// What justified each decision so far: the fence, the candidate and why the others were
+	// rejected.
 	// +optional
 	Evidence *OperationEvidence `json:"evidence,omitempty"`
-	// Message is a human-readable account of the current stage.
+	// Human-readable account of the current stage, such as what it waits for.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
 
 // OperationEvidence records why an operation did what it did.
 type OperationEvidence struct {
-	// FencedPrimary is the instance that was fenced.
+	// The old primary that was, or is being, fenced.
 	// +optional
 	FencedPrimary string `json:"fencedPrimary,omitempty"`
-	// FenceState is Pending, Verified or Blocked.
+	// Pending (not fenced yet), Verified (proven unable to accept writes) or Blocked (no fence
+	// could be proven: nothing is promoted unless forced).
 	// +optional
 	FenceState FenceState `json:"fenceState,omitempty"`
-	// FenceMethod says how the fence was applied (super_read_only, read_only+kill, io-threads-stopped, …).
+	// How the fence was applied, in words: over SQL (read_only or super_read_only, client sessions
+	// killed) or by stopping every replica's receiver.
 	// +optional
 	FenceMethod string `json:"fenceMethod,omitempty"`
-	// FencedGTIDSet is the primary's GTID set at fence time: nothing past it was acknowledged.
+	// The old primary's executed GTID set when it was fenced over SQL: nothing past it was
+	// acknowledged, and the candidate waits for it.
 	// +optional
 	FencedGTIDSet string `json:"fencedGTIDSet,omitempty"`
-	// SemiSyncProven is true when the old primary was last observed (not configured) as a
-	// semi-sync source that waits for an acknowledgement before any commit returns: then a
-	// transaction no replica received was never acknowledged to a client.
+	// True when the old primary was last observed (not merely configured) as a semi-sync source
+	// that waits for an acknowledgement before any commit returns: then a transaction no replica
+	// received was never acknowledged to a client.
 	// +optional
 	SemiSyncProven bool `json:"semiSyncProven,omitempty"`
-	// PromotedAt is when the candidate was promoted: from then on nothing is rolled back.
+	// When the candidate was promoted; from then on the operation can no longer be rolled back or
+	// aborted.
 	// +optional
 	PromotedAt *metav1.Time `json:"promotedAt,omitempty"`
-	// FenceStartedAt is when the fence was applied.
+	// When the fence was applied.
 	// +optional
 	FenceStartedAt *metav1.Time `json:"fenceStartedAt,omitempty"`
-	// FenceDeadline is when a receiver fence stops holding: the old primary's semi-sync timeout,
-	// counted from before the failover began, minus a margin. Past it the old primary may commit
-	// without acknowledgements, so no promotion happens after it.
+	// When a receiver fence stops holding: the old primary's semi-sync timeout counted from when it
+	// was last seen healthy, minus a margin. Past it the old primary may commit without
+	// acknowledgements, so no promotion happens after it and a resumed failover rolls back instead.
 	// +optional
 	FenceDeadline *metav1.Time `json:"fenceDeadline,omitempty"`
-	// Candidate is the chosen instance.
+	// The instance chosen to become primary.
 	// +optional
 	Candidate string `json:"candidate,omitempty"`
-	// CandidateGTIDSet is the candidate's received ∪ executed set at election.
+	// The candidate's received and executed GTID set at election; it applies all of it before it is
+	// promoted.
 	// +optional
 	CandidateGTIDSet string `json:"candidateGTIDSet,omitempty"`
-	// CandidateReason says why it was chosen.
+	// Why the candidate was chosen.
 	// +optional
 	CandidateReason string `json:"candidateReason,omitempty"`
-	// Rejected lists other instances and why each was not chosen.
+	// Every other instance and why it was not chosen.
 	// +optional
 	Rejected []string `json:"rejected,omitempty"`
-	// Forced records the reason a person gave for --force, when used.
+	// The reason a person gave with `failover --force --reason`; empty when not forced.
 	// +optional
 	Forced string `json:"forced,omitempty"`
-	// PrimaryVerdict is what detection concluded about the old primary (Dead, ReadOnly, Unreachable).
+	// What detection concluded about the old primary: Dead, ReadOnly (it answers read-only, as
+	// after a restart), Unreachable or Alive.
 	// +optional
 	PrimaryVerdict string `json:"primaryVerdict,omitempty"`
-	// Detection lists the observations the verdict was drawn from.
+	// Observations the verdict about the old primary was drawn from.
 	// +optional
 	Detection []string `json:"detection,omitempty"`
-	// RollbackReason is why the operation is being rolled back (stage RollingBack), and
-	// RollbackResult the result it ends with: Failed or Aborted.
+	// Why the operation is being rolled back (stage RollingBack).
 	// +optional
 	RollbackReason string `json:"rollbackReason,omitempty"`
+	// Result the rollback ends with: Aborted (by `mysqlctl abort`) or Failed.
 	// +optional
 	RollbackResult string `json:"rollbackResult,omitempty"`
-	// TransactionsMissing counts the fenced primary's transactions the candidate had not applied
-	// when the catch-up bound ran out (failover of a reachable primary only).
+	// Number of the fenced primary's transactions the candidate still lacked when the catch-up
+	// bound ran out (only when the old primary answered and was fenced over SQL).
 	// +optional
 	TransactionsMissing int64 `json:"transactionsMissing,omitempty"`
 }
 
-// OperationRecord is a finished operation.
+// One finished operation, kept in status.history.
 type OperationRecord struct {
-	// ID identifies the operation.
+	// Identifier of the operation, such as switchover-1767225600.
 	ID string `json:"id"`
-	// RequestID is the request that started it, if one did.
+	// The mysqlctl.io/request that started the operation, if one did.
 	// +optional
 	RequestID string `json:"requestID,omitempty"`
-	// Type is the operation type.
+	// Kind of operation: bootstrap, converge, switchover or failover.
 	Type string `json:"type"`
-	// Result is Succeeded, Failed or Aborted.
+	// How the operation ended: Succeeded, Failed or Aborted.
 	Result string `json:"result"`
-	// StartedAt is when it began.
+	// When the operation began, in whole seconds.
 	StartedAt metav1.Time `json:"startedAt"`
-	// FinishedAt is when it ended.
+	// When the operation ended, in whole seconds.
 	FinishedAt metav1.Time `json:"finishedAt"`
-	// DurationMilliseconds is how long the operation took, in milliseconds (the timestamps
-	// above keep whole seconds only).
+	// How long the operation took, in milliseconds.
 	// +optional
 	DurationMilliseconds int64 `json:"durationMilliseconds,omitempty"`
-	// Message explains the result.
+	// What happened and why, including any instance left not serving.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// TransactionsLost counts acknowledged transactions lost (must be 0).
+	// Acknowledged transactions lost: 0 when proven none, -1 when unknown (a forced failover, or
+	// semi-sync not proven); the message gives the bound.
 	// +optional
 	TransactionsLost int64 `json:"transactionsLost,omitempty"`
 }
 
-// ErrantInstance is a quarantined instance.
+// A quarantined instance and why it was quarantined.
 type ErrantInstance struct {
-	// Name is the pod name.
+	// Pod name of the quarantined instance.
 	Name string `json:"name"`
-	// Reason explains the quarantine.
+	// Why mysqlctl quarantined the instance, with the evidence.
 	Reason string `json:"reason"`
-	// ErrantGTIDs are the transactions no known primary produced.
+	// The transactions it holds that no known primary wrote.
 	// +optional
 	ErrantGTIDs string `json:"errantGTIDs,omitempty"`
-	// Count is the number of errant transactions.
+	// Number of errant transactions the instance holds.
 	// +optional
 	Count int64 `json:"count,omitempty"`
-	// Since is when it was quarantined.
+	// When the instance was quarantined.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // UpgradeStatus is the persisted state of a rolling upgrade.
 type UpgradeStatus struct {
-	// Barrier is the last barrier passed.
+	// Last barrier of the rolling upgrade passed: Preparing, TemplatePending, TemplateReady,
+	// ReplicasVerified or PrimaryReady.
 	Barrier UpgradeBarrier `json:"barrier"`
-	// FromImage is the image before the upgrade.
+	// Image the cluster ran before the upgrade.
 	// +optional
 	FromImage string `json:"fromImage,omitempty"`
-	// ToImage is the target image.
+	// Image the upgrade moves the cluster to.
 	// +optional
 	ToImage string `json:"toImage,omitempty"`
-	// Partition is the StatefulSet partition currently applied.
+	// StatefulSet rolling-update partition to apply: pods with a lower ordinal keep the old pod
+	// template.
 	// +optional
 	Partition *int32 `json:"partition,omitempty"`
 }

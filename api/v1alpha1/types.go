@@ -18,7 +18,10 @@ const (
 	FlavorMariaDB Flavor = "mariadb"
 )
 
-// MysqlCluster is a MySQL (or MariaDB) primary/replica cluster managed by mysqlctl.
+// MysqlCluster is a MySQL or MariaDB primary/replica cluster run by the mysqlctl CLI. There is no
+// operator: `mysqlctl create` or `mysqlctl apply -f` creates it, mysqlctl commands and
+// `mysqlctl watch` apply its StatefulSet, Services, ConfigMap and Secret and record every operation
+// in its status, and `mysqlctl status NAME` shows it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -31,9 +34,13 @@ type MysqlCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired cluster.
+	// Desired cluster: image, size, storage, Services, my.cnf options, semi-synchronous replication
+	// and failover policy. Change it with `mysqlctl apply -f FILE`; each field says what a change
+	// does to a running cluster.
 	Spec MysqlClusterSpec `json:"spec"`
-	// Status is what mysqlctl observed and decided; written only through the status subresource.
+	// Observed state and operation records, written only by mysqlctl through the status
+	// subresource; do not edit it by hand. An interrupted operation continues from what is recorded
+	// here (`mysqlctl resume NAME`), and `mysqlctl status NAME` summarises it.
 	Status MysqlClusterStatus `json:"status,omitempty"`
 }
 
@@ -56,91 +63,119 @@ type MysqlClusterList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.primaryService) || !has(self.replicaService) || self.primaryService != self.replicaService",message="primaryService and replicaService must be different names"
 // +kubebuilder:validation:XValidation:rule="!has(self.semiSync) || !has(self.semiSync.enabled) || !self.semiSync.enabled || self.replicas == 1 || self.semiSync.waitForReplicas < self.replicas",message="semiSync.waitForReplicas must be less than replicas (the primary cannot acknowledge its own writes)"
 type MysqlClusterSpec struct {
-	// Image is the server container image, for example mysql:8.4 or mariadb:11.4.
+	// Server container image, for example mysql:8.4 or mariadb:11.4 (MySQL 5.7, 8.0 or 8.4, MariaDB
+	// 10.11 or later); `mysqlctl create --image` sets it, default mysql:8.4. Changing it later only
+	// updates the StatefulSet's pod template: running pods are not restarted onto it (rolling
+	// upgrades are not implemented yet).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]+)?)/)?[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",message="image must be a valid image reference such as mysql:8.4, mariadb:11.4 or registry.example.com/db/mysql@sha256:<64 hex digits>"
 	Image string `json:"image"`
 
-	// Flavor selects the my.cnf dialect. When empty, clients set it from the image's repository
-	// name (mariadb for a repository whose last path element contains "mariadb", mysql otherwise).
+	// Server family, mysql or mariadb, which decides the my.cnf dialect. When empty,
+	// `mysqlctl create` and `apply` set it from the image's repository name (mariadb when its last
+	// path element contains "mariadb", mysql otherwise). Immutable; bootstrap refuses (exit code 4)
+	// a server that reports the other family.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="flavor is immutable: a cluster cannot change between mysql and mariadb"
 	Flavor Flavor `json:"flavor,omitempty"`
 
-	// Replicas is the number of instances, primary included.
+	// Number of instances (pods), primary included: 1 to 64, default 3 (`create --replicas`).
+	// Change it with `mysqlctl apply -f`: new pods join as replicas with `apply --wait`,
+	// `reconcile` or a running `watch`, and removed pods keep their volumes. A count that would
+	// remove the current primary's pod is refused (exit code 4): switch over to a lower ordinal
+	// first.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// Storage is the persistent volume each instance gets.
+	// Persistent volume of each instance, a PersistentVolumeClaim named data-POD. Set it at
+	// creation: Kubernetes refuses changes to a StatefulSet's volume claim template, and mysqlctl
+	// never resizes or moves an existing volume.
 	// +kubebuilder:default={}
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
-	// Resources are the server container's resource requests and limits.
+	// CPU and memory requests and limits of the MySQL server container, as in a pod spec
+	// (`create --requests cpu=500m,memory=1Gi --limits memory=2Gi`); empty sets none. Changing it
+	// later only updates the StatefulSet's pod template: running pods are not restarted onto it.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// PrimaryService is the name of the Service that always selects the writable primary.
-	// Defaults to NAME-primary; immutable once set because clients connect by this name.
+	// Name of the Service that selects the writable primary (port 3306): applications send writes
+	// to it. Defaults to NAME-primary, filled in by `mysqlctl create` and `apply`; cannot be
+	// changed or removed once set, because clients connect by this name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="primaryService must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="primaryService is immutable: clients connect by this name"
 	PrimaryService string `json:"primaryService,omitempty"`
 
-	// ReplicaService is the name of the Service that selects healthy replicas only.
-	// Defaults to NAME-replicas; immutable once set.
+	// Name of the Service that selects the replicas mysqlctl has proven healthy (port 3306), never
+	// the primary or a quarantined instance: use it for reads. Defaults to NAME-replicas, filled in
+	// by `mysqlctl create` and `apply`; cannot be changed or removed once set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="replicaService must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="replicaService is immutable: clients connect by this name"
 	ReplicaService string `json:"replicaService,omitempty"`
 
-	// CredentialsSecretName names the Secret holding the root, replication and orchestration
-	// passwords. Created with random passwords when absent; an existing one is never overwritten.
-	// Defaults to NAME-credentials; immutable once set.
+	// Name of the Secret with the passwords: root-password, replication-password and
+	// orchestration-password (mysqlctl's own account), and the application accounts app-user,
+	// app-password, app-readonly-user and app-readonly-password. Defaults to NAME-credentials;
+	// created with random passwords when missing, never overwritten, and kept by `mysqlctl delete`
+	// unless --delete-data. Cannot be changed or removed once set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="credentialsSecretName must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.'"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="credentialsSecretName is immutable: the running servers use these credentials"
 	CredentialsSecretName string `json:"credentialsSecretName,omitempty"`
 
-	// MysqlConfig holds extra my.cnf keys for the [mysqld] section. Keys that replication and
-	// failover safety depend on are rendered by mysqlctl and refused here (see OwnedConfigKeys).
+	// Extra my.cnf options for the [mysqld] section, as option: "value" (for example
+	// max_connections: "500"), at most 64. Options mysqlctl manages for replication and failover
+	// safety (server_id, gtid_mode, log_bin, read_only, sync_binlog, rpl_semi_sync_* and the like)
+	// are refused. They are rendered into the NAME-config ConfigMap by `create`, `apply` and
+	// `reconcile`, and a server reads them only when its pod is next created: mysqlctl restarts
+	// nothing.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z0-9_.-]{1,64}$'))",message="mysqlConfig keys must be option names of 1-64 letters, digits, '_', '-' or '.'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.lowerAscii().replace('-', '_').matches('^((loose|skip|enable|disable|maximum)_)*((server_id|gtid_mode|enforce_gtid_consistency|gtid_strict_mode|gtid_domain_id|log_bin|log_slave_updates|log_replica_updates|read_only|super_read_only|bind_address|port|socket|datadir|relay_log|report_host|skip_slave_start|skip_replica_start|binlog_format|sync_binlog|innodb_flush_log_at_trx_commit|slave_net_timeout|replica_net_timeout)$|rpl_semi_sync)'))",message="mysqlConfig must not set options that mysqlctl manages for replication and failover safety (server_id, gtid_mode, enforce_gtid_consistency, gtid_strict_mode, gtid_domain_id, log_bin, log_slave_updates, log_replica_updates, read_only, super_read_only, bind_address, port, socket, datadir, relay_log, report_host, skip_slave_start, skip_replica_start, binlog_format, sync_binlog, innodb_flush_log_at_trx_commit, slave_net_timeout, replica_net_timeout, rpl_semi_sync_*, also with the loose-, skip-, enable-, disable- and maximum- prefixes); remove them"
 	MysqlConfig map[string]string `json:"mysqlConfig,omitempty"`
 
-	// SemiSync configures semi-synchronous replication, which is what lets a failover lose no
-	// acknowledged transaction.
+	// Semi-synchronous replication: a commit returns only once a replica has received it, which is
+	// what lets a failover lose no acknowledged transaction. Applied whenever mysqlctl configures a
+	// primary: bootstrap, `switchover`, `failover`, and `reconcile` after a spec change.
 	// +kubebuilder:default={}
 	// +optional
 	SemiSync SemiSyncSpec `json:"semiSync,omitempty"`
 
-	// Failover configures detection and automatic failover by `mysqlctl watch`.
+	// Failure detection and automatic failover by `mysqlctl watch`, and the checks
+	// `mysqlctl failover` makes before it acts. `watch` reads them at every check, so a change
+	// applies without restarting it.
 	// +kubebuilder:default={}
 	// +optional
 	Failover FailoverSpec `json:"failover,omitempty"`
 
-	// Paused stops every automatic action (watch still observes and reports).
+	// Stops `mysqlctl watch` from acting on this cluster: it still checks the primary and records
+	// status.ha, but fails over nothing, repairs nothing and leaves an interrupted operation for a
+	// person (`mysqlctl resume NAME`). Default false (`create --paused`); commands a person runs
+	// still work.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }
 
 // StorageSpec is the persistent volume claimed per instance.
 type StorageSpec struct {
-	// StorageClassName is the StorageClass of each instance's PersistentVolumeClaim; empty uses
-	// the cluster default.
+	// StorageClass of each instance's volume (`create --storage-class`); absent uses the Kubernetes
+	// cluster's default StorageClass. Fixed once the volumes exist.
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// Size is the requested volume size as a Kubernetes quantity, for example 10Gi.
+	// Requested size of each instance's volume, a positive Kubernetes quantity such as 10Gi or
+	// 500Mi (`create --storage-size`, default 10Gi). Fixed once the volumes exist.
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",message="storage.size must be a positive Kubernetes quantity such as 10Gi or 500Mi"
@@ -150,22 +185,29 @@ type StorageSpec struct {
 
 // SemiSyncSpec configures semi-synchronous replication.
 type SemiSyncSpec struct {
-	// Enabled turns semi-synchronous replication on (the source side on the primary only, the
-	// replica side on replicas).
+	// Turns semi-synchronous replication on (default true; `create --semi-sync=false` turns it
+	// off): the waiting side on the primary, the acknowledging side on replicas. A one-instance
+	// cluster never uses it. Without it `failover` of an unreachable primary is refused unless
+	// --force, and turning it off later does not switch it off on servers already running with it.
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// WaitForReplicas is how many replicas must acknowledge a commit before the client is answered.
+	// Number of replica acknowledgements each commit waits for: 1 to 63 and less than replicas
+	// (default 1, `create --semi-sync-wait-for`); MariaDB supports only 1. When fewer replicas can
+	// acknowledge, the primary runs asynchronously and the cluster is Degraded (condition
+	// SemiSynchronous False) until `reconcile` turns it on again.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=63
 	// +optional
 	WaitForReplicas int32 `json:"waitForReplicas,omitempty"`
 
-	// Timeout is how long the primary waits for acknowledgements before it would fall back to
-	// asynchronous replication. The default (24h) means it effectively never falls back, so a
-	// commit is never acknowledged without a replica holding it.
+	// How long the primary waits for an acknowledgement before it commits without one (asynchronous
+	// fallback), as a duration such as 24h (the default) or 90m; at least 1s. A `failover` of an
+	// unreachable primary stops every replica's receiver to fence it, which needs at least 1h here
+	// and holds only this long after mysqlctl last saw the primary healthy (a running `watch` or
+	// `reconcile` refreshes that).
 	// +kubebuilder:default="24h"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="semiSync.timeout must be at least 1s"
 	// +optional
@@ -174,32 +216,42 @@ type SemiSyncSpec struct {
 
 // FailoverSpec configures failure detection and automatic failover.
 type FailoverSpec struct {
-	// Auto lets `mysqlctl watch` fail over by itself when the primary is dead.
+	// Lets `mysqlctl watch` fail over by itself when it finds the primary dead (default true;
+	// `create --auto-failover=false` turns it off). When false, `watch` only records
+	// FailoverRequired in status.ha with the command to run, `mysqlctl failover NAME`.
 	// +kubebuilder:default=true
 	// +optional
 	Auto *bool `json:"auto,omitempty"`
 
-	// DetectionInterval is how often the supervisor checks every instance.
+	// How often `mysqlctl watch` checks the primary, as a duration from 100ms to 1m (default 1s,
+	// `create --detection-interval`); each check gives up after half of it. `mysqlctl failover`
+	// spaces its confirming checks this far apart too.
 	// +kubebuilder:default="1s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1m')",message="failover.detectionInterval must be between 100ms and 1m"
 	// +optional
 	DetectionInterval *metav1.Duration `json:"detectionInterval,omitempty"`
 
-	// FailureThreshold is how many consecutive failed checks, agreed by the replicas, declare the
-	// primary dead.
+	// Consecutive failed checks of the same primary pod, 1 to 100 (default 3), after which `watch`
+	// declares the primary dead, provided every reachable replica has lost it too.
+	// `mysqlctl failover` checks the primary this many times before it proceeds.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	FailureThreshold int32 `json:"failureThreshold,omitempty"`
 
-	// Cooldown is the minimum time between two automatic failovers (anti-flapping).
+	// Minimum time after a failover (or a failed automatic one) before `watch` fails over
+	// automatically again, as a duration (default 5m; 0s turns it off). Inside it a dead primary
+	// leaves the cluster Degraded with the command to run; `mysqlctl failover` run by a person
+	// ignores it.
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="failover.cooldown must not be negative"
 	// +optional
 	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
 
-	// MaxCandidateLag is the largest replication lag a failover candidate may have.
+	// Largest replication lag, as a duration (default 30s; 0s for no bound), that a replica may
+	// have to be elected by a failover; a replica further behind is rejected and the reason
+	// recorded. `switchover` does not use it.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="failover.maxCandidateLag must not be negative"
 	// +optional

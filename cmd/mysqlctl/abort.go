@@ -20,6 +20,7 @@ type AbortOptions struct {
 	Name    string
 	Timeout time.Duration
 	Dialer  string
+	Wait    bool
 }
 
 // NewCmdAbort rolls back the operation recorded in a cluster's status.
@@ -53,6 +54,7 @@ actor holds it).`,
 		},
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "How long the rollback may take")
+	addWaitFlag(cmd, &o.Wait)
 	addDialerFlag(cmd, &o.Dialer)
 	return cmd
 }
@@ -66,7 +68,7 @@ func (o *AbortOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, v1.Request{Type: orchestrate.RequestAbort}, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, v1.Request{Type: orchestrate.RequestAbort}, func(ctx context.Context, r *orchestrate.Runner) error {
 		msg, err := r.Abort(ctx, client.ObjectKeyFromObject(cluster))
 		if err != nil {
 			return err

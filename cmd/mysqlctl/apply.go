@@ -28,7 +28,8 @@ func NewCmdApply(f *cmdutil.Factory, runF func(*ApplyOptions) error) *cobra.Comm
 		Long: `Apply server-side applies the MysqlCluster in FILE (creating it when absent) and then converges
 the objects derived from it. Objects that already match send no write, so applying an unchanged
 file changes nothing. A changed spec touches only what it changes; pods are never rolled by
-apply (a changed image or my.cnf waits for 'upgrade', which rolls one pod at a time).
+apply: the StatefulSet's update partition keeps every pod on its template (rolling upgrades are
+not built yet).
 
 What the apply would change is worked out before anything is written, and then written while
 holding the cluster's lease. Nothing at all is written when the apply is refused:

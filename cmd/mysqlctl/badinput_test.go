@@ -179,6 +179,7 @@ func TestBadInputTour(t *testing.T) {
 		{"file and flags", []string{"create", "x", "-f", renamed, "--replicas", "5"}, cmdutil.ExitUsage, []string{"cannot be combined"}},
 		{"config without a value", []string{"create", "x", "--mysql-config", "novalue"}, cmdutil.ExitUsage, []string{"KEY=VALUE"}},
 		{"bad dry-run strategy", []string{"create", "t1", "--image", "mariadb:10.11", "--dry-run=maybe"}, cmdutil.ExitUsage, []string{"none, client, server"}},
+		{"no watch to hand to", []string{"switchover", "base", "--wait=false"}, cmdutil.ExitUsage, []string{"--wait=false", "none runs", "watch base"}},
 		{"server dry run of a plan", []string{"switchover", "base", "--dry-run=server"}, cmdutil.ExitUsage, []string{"none, client"}},
 	}
 	before := settledSnapshot(t, ctx, ns)

@@ -1,8 +1,16 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 )
 
@@ -45,4 +53,94 @@ completions/ in the repository. For the kubectl plugin, kubectl (1.26+) complete
 			return cmdutil.FlagErrorf("unsupported shell %q: use bash, zsh, fish or powershell", args[0])
 		},
 	}
+}
+
+// takesClusterName lists the commands whose one argument is the NAME of an existing cluster.
+var takesClusterName = []string{"status", "switchover", "failover", "resume", "abort", "reconcile", "delete", "watch"}
+
+// registerNameCompletion completes cluster names after every command that takes NAME, and
+// instance names after --to, from the cluster the connection flags point at (-n, --context,
+// --kubeconfig given on the line being completed count).
+func registerNameCompletion(root *cobra.Command, f *cmdutil.Factory) {
+	for _, c := range root.Commands() {
+		if !slices.Contains(takesClusterName, c.Name()) {
+			continue
+		}
+		c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return clusterNames(cmd.Context(), f, toComplete), cobra.ShellCompDirectiveNoFileComp
+		}
+		if c.Flags().Lookup("to") != nil {
+			_ = c.RegisterFlagCompletionFunc("to", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				if len(args) == 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return instanceNames(cmd.Context(), f, args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+	}
+}
+
+// completionTimeout bounds the API calls a completion makes: a shell must not hang on a slow
+// or unreachable API server.
+const completionTimeout = 3 * time.Second
+
+// clusterNames lists the clusters of the namespace whose names start with prefix (none when
+// the API server cannot be asked).
+func clusterNames(ctx context.Context, f *cmdutil.Factory, prefix string) []string {
+	ctx, c, ns, cancel, ok := completionClient(ctx, f)
+	defer cancel()
+	if !ok {
+		return nil
+	}
+	list := &v1.MysqlClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []string
+	for _, item := range list.Items {
+		if strings.HasPrefix(item.Name, prefix) {
+			out = append(out, item.Name)
+		}
+	}
+	return out
+}
+
+// instanceNames lists the instances of the cluster (NAME-0 … NAME-N-1), the current primary
+// left out: it is never the target of --to.
+func instanceNames(ctx context.Context, f *cmdutil.Factory, cluster, prefix string) []string {
+	ctx, c, ns, cancel, ok := completionClient(ctx, f)
+	defer cancel()
+	if !ok {
+		return nil
+	}
+	mc := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, mc); err != nil {
+		return nil
+	}
+	var out []string
+	for i := range mc.Spec.Replicas {
+		name := fmt.Sprintf("%s-%d", cluster, i)
+		if name != mc.Status.CurrentPrimary && strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// completionClient returns a bounded context, a client and the namespace of the line being
+// completed; ok is false when the connection flags lead nowhere (completion then offers nothing).
+func completionClient(ctx context.Context, f *cmdutil.Factory) (context.Context, client.Client, string, context.CancelFunc, bool) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+	c, err := f.Client()
+	if err != nil {
+		return ctx, nil, "", cancel, false
+	}
+	ns, err := f.Namespace()
+	return ctx, c, ns, cancel, err == nil
 }

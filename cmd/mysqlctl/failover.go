@@ -25,6 +25,7 @@ type FailoverOptions struct {
 	Timeout        time.Duration
 	CatchUpTimeout time.Duration
 	Dialer         string
+	Wait           bool
 	Plan           planFlags
 	resumeOnly     bool
 }
@@ -100,6 +101,7 @@ failover continues with 'resume NAME'; before promotion, 'abort NAME' rolls it b
 	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long to wait for the candidate's relay log (and a reachable old primary's fenced transactions)")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
+	addWaitFlag(cmd, &o.Wait)
 	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
 	return cmd
 }
@@ -133,7 +135,7 @@ func (o *FailoverOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Failover(ctx, key, fo)
 	})
 	if err != nil {

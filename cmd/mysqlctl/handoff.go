@@ -13,6 +13,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/spf13/cobra"
 )
 
 // followEvery is how often a handed-over request's progress is read.
@@ -21,21 +22,38 @@ const followEvery = 250 * time.Millisecond
 // runOrHand runs fn under the cluster's Lease, unless a watch supervises the cluster: then the
 // request is left for that watch, followed, and its recorded outcome returned. The message is
 // what the supervisor recorded (empty when fn ran here).
-func runOrHand(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster, dialer string, timeout time.Duration, req v1.Request, fn func(context.Context, *orchestrate.Runner) error) (string, error) {
-	msg, handed, err := handToWatch(ctx, f, cluster, req, timeout)
+func runOrHand(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster, dialer string, timeout time.Duration, wait bool, req v1.Request, fn func(context.Context, *orchestrate.Runner) error) (string, error) {
+	msg, handed, err := handToWatch(ctx, f, cluster, req, timeout, wait)
 	if handed {
 		return msg, err
 	}
 	if err != nil {
 		return "", err
 	}
+	if !wait {
+		return "", noWatchToHandTo(f, cluster, req.Type)
+	}
 	return "", withRunner(ctx, f, cluster, dialer, timeout, fn)
+}
+
+// addWaitFlag adds --wait, on by default, to a command that can be handed to a watch.
+func addWaitFlag(cmd *cobra.Command, wait *bool) {
+	cmd.Flags().BoolVar(wait, "wait", true, "Wait for the outcome and exit with it (progress on stderr). --wait=false hands the operation to the "+
+		"running 'watch' that supervises the cluster and returns once it has taken it; without such a watch it is refused")
+}
+
+// noWatchToHandTo is the refusal of --wait=false when no watch supervises the cluster (this
+// process would have to carry the operation out itself, and so wait for it).
+func noWatchToHandTo(f *cmdutil.Factory, cluster *v1.MysqlCluster, what string) error {
+	return cmdutil.FlagErrorf("--wait=false hands the %s to the 'watch' that supervises %s, and none runs: leave --wait on, or start '%s watch %s' first",
+		what, cluster.Name, f.DisplayName, cluster.Name)
 }
 
 // handToWatch leaves req for the watch that supervises the cluster and follows it to its
 // outcome. handed is false when no watch supervises it (or the watch stopped before taking
 // the request, which is then withdrawn): the caller runs it itself.
-func handToWatch(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster, req v1.Request, timeout time.Duration) (msg string, handed bool, err error) {
+// With wait false it returns as soon as the watch has taken the request.
+func handToWatch(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster, req v1.Request, timeout time.Duration, wait bool) (msg string, handed bool, err error) {
 	c, err := f.Client()
 	if err != nil {
 		return "", false, err
@@ -58,12 +76,16 @@ func handToWatch(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlClust
 	for {
 		done, rs, err := fol.step(ctx)
 		switch {
+		case errors.Is(err, errWithdrawn) && !wait:
+			return "", true, fmt.Errorf("%w: the watch stopped before it took request %s, which was withdrawn: nothing was done", outcome.ErrTimedOut, req.ID)
 		case errors.Is(err, errWithdrawn):
 			return "", false, nil
 		case err != nil:
 			return "", true, err
 		case done:
 			return rs.Message, true, orchestrate.RequestError(rs)
+		case !wait && fol.accepted:
+			return fmt.Sprintf("request %s taken by the watch %s, which carries it on: follow it with '%s status %s'", req.ID, sup.Holder, f.DisplayName, cluster.Name), true, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,29 +38,136 @@ func TestHelpRendersAndExamplesParse(t *testing.T) {
 				if l == "" || strings.HasPrefix(l, "#") {
 					continue
 				}
-				i := strings.Index(l, f.DisplayName+" ")
-				if i < 0 {
-					t.Errorf("%s: example %q does not run %s", c.CommandPath(), l, f.DisplayName)
-					continue
-				}
-				rest := l[i+len(f.DisplayName):]
-				if j := strings.IndexAny(rest, ")|><;&"); j >= 0 {
-					rest = rest[:j]
-				}
-				args := strings.Fields(rest)
-				for k := range args {
-					args[k] = strings.Trim(args[k], `"'`)
-				}
-				found, flags, err := root.Find(args)
-				if err != nil || found == root {
-					t.Errorf("%s: example %q names no command: %v", c.CommandPath(), l, err)
-					continue
-				}
-				if err := found.ParseFlags(flags); err != nil {
+				if err := parseCommandLine(root, f.DisplayName, l); err != nil {
 					t.Errorf("%s: example %q: %v", c.CommandPath(), l, err)
 				}
 			}
 		}
 		walk(root)
+	}
+}
+
+// parseCommandLine checks that line runs program (mysqlctl or kubectl mysql, possibly as
+// bin/mysqlctl) with a command of root whose flags and arguments parse. Anything after a
+// shell operator is ignored.
+func parseCommandLine(root *cobra.Command, program, line string) error {
+	return parseLine(root, program, line, true)
+}
+
+// parseLine is parseCommandLine; withArgs false checks the command and flags only (a command
+// named in prose, without its arguments).
+func parseLine(root *cobra.Command, program, line string, withArgs bool) error {
+	i := strings.Index(line, program+" ")
+	if i < 0 {
+		return fmt.Errorf("does not run %s", program)
+	}
+	rest := line[i+len(program):]
+	if j := strings.IndexAny(rest, ")|><;&#`"); j >= 0 {
+		rest = rest[:j]
+	}
+	args := shellFields(rest)
+	found, flags, err := root.Find(args)
+	if err != nil || found == root {
+		return fmt.Errorf("names no command: %v", err)
+	}
+	if err := found.ParseFlags(flags); err != nil {
+		return err
+	}
+	if withArgs && found.Args != nil {
+		return found.Args(found, found.Flags().Args())
+	}
+	return nil
+}
+
+// shellFields splits s into words as a POSIX shell would for plain words and single- or
+// double-quoted strings (no escapes or expansions: example lines need none).
+func shellFields(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in, quote := false, rune(0)
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// inlineCmd finds inline code that runs the program.
+var inlineCmd = regexp.MustCompile("`((?:bin/)?mysqlctl [^`]*|kubectl mysql [^`]*)`")
+
+// TestSuggestedCommandLinesParse: every command line the README and `make demo` suggest is a
+// command of this program whose flags and arguments parse.
+func TestSuggestedCommandLinesParse(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	root := NewCmdRoot(newFactory(ios, "mysqlctl", func(string) string { return "" }))
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lines of code blocks are whole command lines; inline code names a command and flags.
+	type suggested struct {
+		line     string
+		withArgs bool
+	}
+	found := map[string][]suggested{}
+	inBlock := false
+	for _, l := range strings.Split(string(readme), "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if inBlock {
+			t = strings.TrimPrefix(t, "$ ")
+			if strings.HasPrefix(t, "mysqlctl ") || strings.HasPrefix(t, "bin/mysqlctl ") || strings.HasPrefix(t, "kubectl mysql ") {
+				found["README.md"] = append(found["README.md"], suggested{t, true})
+			}
+			continue
+		}
+		for _, m := range inlineCmd.FindAllStringSubmatch(l, -1) {
+			if !strings.Contains(m[1], "…") {
+				found["README.md"] = append(found["README.md"], suggested{m[1], false})
+			}
+		}
+	}
+	demo, err := os.ReadFile("../../hack/demo.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suggestion := regexp.MustCompile(`(?m)^\s*(?:has \w+ && )?(?:try|step) "(bin/mysqlctl [^"]*)"`)
+	for _, m := range suggestion.FindAllStringSubmatch(string(demo), -1) {
+		found["hack/demo.sh"] = append(found["hack/demo.sh"], suggested{m[1], true})
+	}
+	if len(found["README.md"]) < 10 || len(found["hack/demo.sh"]) < 4 {
+		t.Fatalf("found too few command lines to check: %d in README.md, %d in hack/demo.sh", len(found["README.md"]), len(found["hack/demo.sh"]))
+	}
+	for file, ls := range found {
+		for _, sg := range ls {
+			l := sg.line
+			if strings.HasPrefix(l, "kubectl mysql") {
+				l = "mysqlctl" + strings.TrimPrefix(l, "kubectl mysql")
+			}
+			if err := parseLine(root, "mysqlctl", l, sg.withArgs); err != nil {
+				t.Errorf("%s suggests %q: %v", file, sg.line, err)
+			}
+		}
 	}
 }

@@ -23,7 +23,7 @@ type planFlags struct {
 
 // dryRun reports whether only the plan is wanted. The plan is worked out by mysqlctl from the
 // servers it observes, so there is no server-side variant.
-func (p planFlags) dryRun() bool { return p.DryRun != cmdutil.DryRunNone }
+func (p planFlags) dryRun() bool { return p.DryRun != "" && p.DryRun != cmdutil.DryRunNone }
 
 func addPlanFlags(cmd *cobra.Command, p *planFlags) {
 	cmdutil.AddDryRunFlag(cmd, &p.DryRun, "Print the plan, with the evidence it was decided from, and change nothing (none or client; a bare --dry-run means client)")

@@ -20,6 +20,7 @@ type ResumeOptions struct {
 	Name    string
 	Timeout time.Duration
 	Dialer  string
+	Wait    bool
 }
 
 // NewCmdResume continues the operation recorded in a cluster's status.
@@ -45,6 +46,7 @@ actor stops renewing); an actor that is still alive is refused with exit code 5.
 		},
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "How long to wait for the operation to finish")
+	addWaitFlag(cmd, &o.Wait)
 	addDialerFlag(cmd, &o.Dialer)
 	return cmd
 }
@@ -66,19 +68,22 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 	key := client.ObjectKeyFromObject(cluster)
 	switch op.Type {
 	case orchestrate.OperationBootstrap, orchestrate.OperationConverge:
-		msg, handed, err := handToWatch(ctx, o.f, cluster, v1.Request{Type: orchestrate.RequestResume}, o.Timeout)
+		msg, handed, err := handToWatch(ctx, o.f, cluster, v1.Request{Type: orchestrate.RequestResume}, o.Timeout, o.Wait)
 		if handed || err != nil {
 			if err == nil {
 				fmt.Fprintln(o.f.IOStreams.Out, msg)
 			}
 			return err
 		}
+		if !o.Wait {
+			return noWatchToHandTo(o.f, cluster, orchestrate.RequestResume)
+		}
 		return runBootstrap(ctx, o.f, key, o.Dialer, o.Timeout, true)
 	case orchestrate.OperationSwitchover:
-		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, resumeOnly: true}).Run(ctx)
+		return (&SwitchoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Wait: o.Wait, resumeOnly: true}).Run(ctx)
 	case orchestrate.OperationFailover:
 		// --force and its reason are in the recorded evidence: the resumed stages honour them.
-		return (&FailoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)
+		return (&FailoverOptions{f: o.f, Name: o.Name, To: op.Target, Timeout: o.Timeout, CatchUpTimeout: 30 * time.Second, Dialer: o.Dialer, Wait: o.Wait, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)
 	}
 	return fmt.Errorf("this mysqlctl cannot resume a %q operation (recorded by a newer version?)", op.Type)
 }

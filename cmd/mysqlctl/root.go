@@ -87,7 +87,9 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		Use:   "mysqlctl",
 		Short: "Create and operate MySQL primary/replica clusters on Kubernetes",
 		Long: `mysqlctl creates MySQL (and MariaDB) primary/replica clusters on Kubernetes and operates
-them: failure detection with automatic failover, switchover, rolling upgrades and scaling.
+them: planned switchover, failover of a dead primary, and 'watch', a supervisor that detects a
+dead primary and fails over by itself. (Rolling upgrades are not built yet: a changed image
+or my.cnf is written to the StatefulSet, whose update partition keeps every pod as it is.)
 Every operation records its stages and the evidence behind each decision in the MysqlCluster
 status, so an interrupted operation resumes exactly where it stopped.
 
@@ -142,6 +144,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
 		NewCmdAbort(f, nil),
 		NewCmdWatch(f, nil),
 	)
+	registerNameCompletion(root, f)
 	return root
 }
 

@@ -25,6 +25,7 @@ type SwitchoverOptions struct {
 	Timeout        time.Duration
 	CatchUpTimeout time.Duration
 	Dialer         string
+	Wait           bool
 	Plan           planFlags
 	resumeOnly     bool
 }
@@ -79,6 +80,7 @@ interrupted switchover continues with 'resume NAME'.`,
 	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long the fenced primary waits for the target to catch up before the switchover is undone")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
+	addWaitFlag(cmd, &o.Wait)
 	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
 	return cmd
 }
@@ -108,7 +110,7 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Switchover(ctx, key, opts)
 	})
 	if err != nil {

@@ -553,11 +553,25 @@ func TestWatchCarriesOutHandedRequests(t *testing.T) {
 		t.Fatalf("switchover handed to the second watch: exit %d\n%s\n%s", res.code, res.stderr, second.output())
 	}
 
+	// --wait=false returns once the watch has taken the request (with the outcome, when the
+	// watch was done by the time the request was read back); the watch finishes it.
+	res = mysqlctl(t, "switchover", "wq", "--to", target, "--wait=false")
+	if res.code != 0 || !strings.Contains(res.stderr, "taken by ") {
+		t.Fatalf("switchover --wait=false: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	eventually(t, ctx, "the watch finishes the switchover it took", func() error {
+		if c := getCluster(t, ctx, "wq"); c.Status.CurrentPrimary != target || c.Status.Request == nil || c.Status.Request.State != v1.RequestSucceeded {
+			return fmt.Errorf("primary %s, request %+v", c.Status.CurrentPrimary, c.Status.Request)
+		}
+		return nil
+	})
+
 	// A frozen watch takes nothing: once its Lease has not changed for a lease duration the
 	// request is withdrawn and the command runs itself.
 	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	target, primary = primary, target
 	res = mysqlctl(t, "switchover", "wq", "--to", target)
 	_ = second.cmd.Process.Signal(syscall.SIGCONT)
 	if res.code != 0 || !strings.Contains(res.stderr, "withdrawn, running it here") {
@@ -567,7 +581,7 @@ func TestWatchCarriesOutHandedRequests(t *testing.T) {
 		t.Fatalf("primary %s after the switchover run here, want %s", c.Status.CurrentPrimary, target)
 	}
 	time.Sleep(3 * time.Second) // the thawed watch finds nothing left to do
-	if n := second.actions(t, "request", "carrying out"); n != 1 || getCluster(t, ctx, "wq").Annotations[v1.AnnotationRequest] != "" {
+	if n := second.actions(t, "request", "carrying out"); n != 2 || getCluster(t, ctx, "wq").Annotations[v1.AnnotationRequest] != "" {
 		t.Errorf("the withdrawn request was carried out after all (%d request reports):\n%s", n, second.output())
 	}
 	if n := writableCount(t, ctx, root, pods...); n != 1 {
