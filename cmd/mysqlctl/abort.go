@@ -38,8 +38,8 @@ in the history as Aborted:
 
 The rollback is recorded first (stage RollingBack) and then carried out, so an abort that is
 itself interrupted is finished by 'resume NAME'. Once a candidate has been promoted it may have taken writes, so nothing can be rolled back: abort
-refuses with exit code 4 and 'resume NAME' finishes the operation. Bootstrap and converge have no
-rollback either. Abort takes the cluster's lease like any other change (exit code 5 if another
+refuses with exit code 4 and 'resume NAME' finishes the operation. Bootstrap has no rollback
+either. With no operation recorded there is nothing to abort: it says so and exits 0. Abort takes the cluster's lease like any other change (exit code 5 if another
 actor holds it).`,
 		Example: example(f,
 			"# Undo a switchover stuck waiting for its target",

@@ -77,7 +77,7 @@ func TestConfigNeverSetsOperationFlags(t *testing.T) {
 	if code := execute(f, root, []string{"install"}); code != cmdutil.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	if got.RBAC || got.DryRun {
+	if got.RBAC || got.DryRun != cmdutil.DryRunNone {
 		t.Errorf("environment set operation flags: rbac=%v dry-run=%v", got.RBAC, got.DryRun)
 	}
 	if got.Timeout.String() != "7s" {

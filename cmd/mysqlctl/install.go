@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,7 +38,7 @@ type InstallOptions struct {
 	f *cmdutil.Factory
 
 	RBAC      bool
-	DryRun    bool
+	DryRun    cmdutil.DryRun
 	Timeout   time.Duration
 	Namespace string
 }
@@ -63,7 +64,9 @@ Installing the CRD needs permission to create customresourcedefinitions (cluster
 			"# Also create the ServiceAccount and Role a CI job uses in namespace db",
 			"%[1]s install --rbac -n db",
 			"# Show what would be applied",
-			"%[1]s install --rbac --dry-run"),
+			"%[1]s install --rbac --dry-run",
+			"# Ask the API server what would change (it validates, stores nothing)",
+			"%[1]s install --dry-run=server"),
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -79,7 +82,8 @@ Installing the CRD needs permission to create customresourcedefinitions (cluster
 		},
 	}
 	cmd.Flags().BoolVar(&o.RBAC, "rbac", false, "Also apply the namespaced ServiceAccount, Role and RoleBinding")
-	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "Print the objects that would be applied and change nothing")
+	cmdutil.AddDryRunFlag(cmd, &o.DryRun, "Change nothing: client prints the objects that would be applied, server sends them with dryRun=All "+
+		"and says what each would be (created, configured, unchanged); a bare --dry-run means client", cmdutil.DryRunServer)
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "How long to wait for the CRD to be established")
 	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
 	return cmd
@@ -183,7 +187,7 @@ func (o *InstallOptions) Run(ctx context.Context) error {
 		return err
 	}
 	ios := o.f.IOStreams
-	if o.DryRun {
+	if o.DryRun == cmdutil.DryRunClient {
 		for i, obj := range objs {
 			b, err := yaml.Marshal(obj.Object)
 			if err != nil {
@@ -207,11 +211,14 @@ func (o *InstallOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, obj := range objs {
-		result, err := applyObject(ctx, dyn, obj)
+		result, err := applyObject(ctx, dyn, obj, o.DryRun == cmdutil.DryRunServer)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(ios.Out, "%s %s\n", describeObject(obj), result)
+	}
+	if o.DryRun == cmdutil.DryRunServer {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -256,8 +263,9 @@ func describeObject(obj *unstructured.Unstructured) string {
 }
 
 // applyObject server-side applies obj and reports "created", "configured" or "unchanged"
-// (the resourceVersion stays the same when the apply changed nothing).
-func applyObject(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured) (string, error) {
+// (the resourceVersion stays the same when the apply changed nothing). With dryRun the API
+// server validates and stores nothing, and the report says so.
+func applyObject(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured, dryRun bool) (string, error) {
 	r, err := gvr(obj)
 	if err != nil {
 		return "", err
@@ -275,17 +283,41 @@ func applyObject(ctx context.Context, dyn dynamic.Interface, obj *unstructured.U
 	default:
 		return "", explainAPIError(err, "get", obj)
 	}
-	after, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldOwner, Force: true})
+	opts := metav1.ApplyOptions{FieldManager: FieldOwner, Force: true}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	after, err := ri.Apply(ctx, obj.GetName(), obj, opts)
 	if err != nil {
 		return "", explainAPIError(err, "apply", obj)
 	}
+	result := "configured"
 	switch {
 	case before == "":
-		return "created", nil
-	case before == after.GetResourceVersion():
-		return "unchanged", nil
+		result = "created"
+	case dryRun && sameStored(live, after):
+		result = "unchanged"
+	case !dryRun && before == after.GetResourceVersion():
+		result = "unchanged"
 	}
-	return "configured", nil
+	if dryRun {
+		result += " (server dry run)"
+	}
+	return result, nil
+}
+
+// sameStored reports whether a dry-run apply's answer equals the live object, apart from the
+// fields the server maintains.
+func sameStored(live, after *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		for _, f := range []string{"resourceVersion", "managedFields", "generation"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", f)
+		}
+		delete(c.Object, "status")
+		return c.Object
+	}
+	return equality.Semantic.DeepEqual(strip(live), strip(after))
 }
 
 // explainAPIError turns permission errors into a sentence that names the verb and resource.

@@ -38,7 +38,16 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
-	r := runCommand(t, runOpts{}, "install", "--kubeconfig", env.Kubeconfig)
+	// A server-side dry run says what would happen and stores nothing.
+	r := runCommand(t, runOpts{}, "install", "--dry-run=server", "--kubeconfig", env.Kubeconfig)
+	if r.code != cmdutil.ExitOK || r.stdout != crdLine+" created (server dry run)\n" {
+		t.Errorf("install --dry-run=server: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "mysqlclusters.mysqlctl.io", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("install --dry-run=server created the CRD (%v)", err)
+	}
+
+	r = runCommand(t, runOpts{}, "install", "--kubeconfig", env.Kubeconfig)
 	if r.code != cmdutil.ExitOK {
 		t.Fatalf("install: exit %d\n%s", r.code, r.stderr)
 	}
@@ -85,6 +94,10 @@ func TestInstall(t *testing.T) {
 	r = runCommand(t, runOpts{}, "install", "--rbac", "-n", "db", "--kubeconfig", env.Kubeconfig)
 	if strings.Count(r.stdout, " unchanged\n") != 4 {
 		t.Errorf("second install --rbac changed something: %q", r.stdout)
+	}
+	r = runCommand(t, runOpts{}, "install", "--rbac", "-n", "db", "--dry-run=server", "--kubeconfig", env.Kubeconfig)
+	if strings.Count(r.stdout, " unchanged (server dry run)\n") != 4 {
+		t.Errorf("install --rbac --dry-run=server on an installed namespace: %q %q", r.stdout, r.stderr)
 	}
 
 	// The ServiceAccount can do what the CLI needs in its namespace, and nothing cluster-wide.
