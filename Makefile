@@ -27,6 +27,11 @@ install: build ## Install mysqlctl, kubectl-mysql and kubectl completion into $(
 	install -d $(PREFIX)/bin
 	install -m 0755 $(BIN)/mysqlctl $(BIN)/kubectl-mysql hack/kubectl_complete-mysql $(PREFIX)/bin/
 
+.PHONY: dist
+dist: ## Cross-build dist/: linux+darwin amd64+arm64 archives, checksums.txt, krew manifest mysql.yaml (then checked)
+	VERSION="$(VERSION)" DIST_LDFLAGS="$(LDFLAGS)" GO="$(GO)" \
+	DIST_DIR=dist DIST_PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64" hack/dist.sh
+
 .PHONY: controlplane
 controlplane: ## Build (once, cached by version) etcd and the Kubernetes control plane for tests
 	hack/build-controlplane.sh
