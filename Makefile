@@ -84,5 +84,5 @@ demo-down: ## Stop everything make demo started
 	hack/demo-down.sh
 
 .PHONY: clean
-clean: ## Remove build output
-	rm -rf $(BIN)
+clean: ## Remove build output (bin/, dist/)
+	rm -rf $(BIN) dist

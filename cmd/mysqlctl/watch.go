@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -16,6 +19,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/metrics"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
@@ -29,6 +33,10 @@ type WatchOptions struct {
 	Output        string
 	Dialer        string
 	Grace         time.Duration
+	MetricsAddr   string
+	LeaderElect   bool
+	LeaderLease   string
+	LeaderNS      string
 }
 
 // NewCmdWatch supervises clusters until interrupted.
@@ -69,6 +77,11 @@ within 15s after a SIGKILL). While a watch supervises a cluster, switchover, fai
 abort run from another terminal hand their request to it (the mysqlctl.io/request annotation),
 follow its progress and exit with its outcome; the outcome is kept in status.request.
 
+With --leader-elect, several watch processes (a Deployment's replicas, two terminals) elect a
+leader on a Lease and only the leader supervises; another takes over within 15s when it dies.
+With --metrics-addr it serves Prometheus metrics on /metrics, and /healthz and /readyz (see
+manifests/monitoring/ for alert rules, manifests/watch/ for the in-cluster Deployment).
+
 On SIGINT or SIGTERM the stage in hand finishes and records its successor (within --grace), the
 Lease is released, and watch exits 0; a later watch or 'resume' continues from the status.
 
@@ -81,7 +94,9 @@ JSON object per line.`,
 			"# Supervise one cluster",
 			"%[1]s watch demo",
 			"# Every cluster in every namespace, JSON lines for a log pipeline",
-			"%[1]s watch -A -o json"),
+			"%[1]s watch -A -o json",
+			"# As in the Deployment: leader election, metrics for Prometheus",
+			"%[1]s watch -A --leader-elect --metrics-addr 127.0.0.1:9090"),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return cmdutil.FlagErrorf("%s takes at most one cluster NAME, got %d arguments", cmd.CommandPath(), len(args))
@@ -112,6 +127,10 @@ JSON object per line.`,
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Supervise every cluster in every namespace")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Supervise only clusters with these labels (as kubectl -l)")
 	cmd.Flags().DurationVar(&o.Grace, "grace", 10*time.Second, "On SIGINT/SIGTERM, how long the stage in hand may take to finish")
+	cmd.Flags().BoolVar(&o.LeaderElect, "leader-elect", false, "Supervise only while this process leads (client-go leader election on a Lease): run two or more for a standby that takes over within 15s")
+	cmd.Flags().StringVar(&o.LeaderLease, "leader-elect-lease", "mysqlctl.watch-leader", "With --leader-elect: the name of the Lease the watch processes elect their leader on")
+	cmd.Flags().StringVar(&o.LeaderNS, "leader-elect-namespace", "", "With --leader-elect: the namespace of that Lease (default: the namespace of -n, the kubeconfig, or the pod)")
+	cmd.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, for example 127.0.0.1:9090 or :9090 in a pod")
 	cmdutil.AddOutputFlag(cmd, &o.Output, "text", cmdutil.OutputJSON)
 	addDialerFlag(cmd, &o.Dialer)
 	return cmd
@@ -178,11 +197,48 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 	}
 	ictx, stopInformers := context.WithCancel(ctx)
 	defer stopInformers()
-	if err := wakeOnChanges(ictx, cfg, ns, sup); err != nil {
+	var rec *metrics.Recorder
+	var onCluster func(*v1.MysqlCluster, bool)
+	if o.MetricsAddr != "" {
+		rec = metrics.New()
+		sup.Observer = rec
+		onCluster = func(c *v1.MysqlCluster, deleted bool) {
+			if deleted {
+				rec.Forget(client.ObjectKeyFromObject(c))
+				return
+			}
+			rec.Cluster(c)
+		}
+	}
+	synced, err := wakeOnChanges(ictx, cfg, ns, sup, onCluster)
+	if err != nil {
 		return err
 	}
+	if rec != nil {
+		stopServer, err := serveMetrics(ctx, o.MetricsAddr, rec, synced)
+		if err != nil {
+			return err
+		}
+		defer stopServer()
+		fmt.Fprintf(ios.ErrOut, "metrics on http://%s/metrics\n", o.MetricsAddr)
+	}
 	sel, _ := labels.Parse(o.Selector)
-	return superviseAll(ctx, c, sup, ns, o.Name, sel, report)
+	if !o.LeaderElect {
+		return superviseAll(ctx, c, sup, ns, o.Name, sel, report)
+	}
+	leaderNS := o.LeaderNS
+	if leaderNS == "" {
+		if leaderNS, err = o.f.Namespace(); err != nil {
+			return err
+		}
+	}
+	setLeader := func(bool) {}
+	if rec != nil {
+		rec.SetLeader(false)
+		setLeader = rec.SetLeader
+	}
+	le := leaderElection{Namespace: leaderNS, Name: o.LeaderLease, Identity: sup.Runner.Holder, SetLeader: setLeader, Report: report}
+	return le.run(ctx, cfg, func(lctx context.Context) { _ = superviseAll(lctx, c, sup, ns, o.Name, sel, report) })
 }
 
 // superviseAll runs one supervisor per cluster, discovering clusters as they appear.
@@ -258,4 +314,30 @@ func (p *transitionPrinter) print(t orchestrate.Transition) {
 		what = from + " -> " + t.To
 	}
 	fmt.Fprintf(w, "%s %s/%s %s: %s\n", t.Time.UTC().Format("2006-01-02T15:04:05.000Z"), t.Namespace, t.Cluster, what, t.Reason)
+}
+
+// serveMetrics serves /metrics, /healthz (the process runs) and /readyz (its view of the
+// clusters has synced) at addr until stop is called.
+func serveMetrics(ctx context.Context, addr string, rec *metrics.Recorder, synced func() bool) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("--metrics-addr %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", rec.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !synced() {
+			http.Error(w, "the cluster informer has not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -26,14 +27,15 @@ import (
 // deleted, readied, unreadied or re-addressed; the primary Service's endpoints; a new spec or
 // a request left on the cluster) wakes that cluster's supervisor for a check at once, instead
 // of at its next interval. Status writes do not wake anything (the supervisor makes them).
-func wakeOnChanges(ctx context.Context, cfg *rest.Config, ns string, sup *orchestrate.Supervisor) error {
+// Every cluster added, changed or deleted is also given to onCluster, when set (metrics).
+func wakeOnChanges(ctx context.Context, cfg *rest.Config, ns string, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) (cache.InformerSynced, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	managed := labels.SelectorFromSet(labels.Set{orchestrate.LabelManagedBy: orchestrate.FieldOwner}).String()
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
@@ -70,24 +72,40 @@ func wakeOnChanges(ctx context.Context, cfg *rest.Config, ns string, sup *orches
 				wake(obj)
 			},
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	gvr := v1.GroupVersion.WithResource("mysqlclusters")
 	clusters := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil).ForResource(gvr).Informer()
+	tell := func(obj any, deleted bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if onCluster == nil || !ok {
+			return
+		}
+		c := &v1.MysqlCluster{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c) == nil {
+			onCluster(c, deleted)
+		}
+	}
 	if _, err := clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { tell(obj, false) },
 		UpdateFunc: func(old, cur any) {
 			o, c := old.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
 			if o.GetGeneration() != c.GetGeneration() || o.GetAnnotations()[v1.AnnotationRequest] != c.GetAnnotations()[v1.AnnotationRequest] {
 				sup.Wake(client.ObjectKey{Namespace: c.GetNamespace(), Name: c.GetName()})
 			}
+			tell(cur, false)
 		},
+		DeleteFunc: func(obj any) { tell(obj, true) },
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	f.Start(ctx.Done())
 	go clusters.Run(ctx.Done())
-	return nil
+	return clusters.HasSynced, nil
 }
 
 // podChanged reports a change of a pod that can matter to its role: deletion begun, address,

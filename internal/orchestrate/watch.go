@@ -37,6 +37,9 @@ type Supervisor struct {
 	Grace time.Duration
 	// Checked, when set, is told every check of a cluster's primary (a live view shows them).
 	Checked func(key client.ObjectKey, ch failover.Check)
+	// Observer, when set, is told what the supervisor sees and decides (metrics), and every
+	// instance is observed for it every observeEvery.
+	Observer Observer
 
 	mu       sync.Mutex
 	watchers map[client.ObjectKey]*watcher
@@ -51,6 +54,12 @@ func (s *Supervisor) Wake(key client.ObjectKey) {
 	s.mu.Unlock()
 	if w != nil {
 		w.poke()
+	}
+}
+
+func (s *Supervisor) observeSupervising(key client.ObjectKey, on bool) {
+	if s.Observer != nil {
+		s.Observer.Supervising(key, on)
 	}
 }
 
@@ -148,7 +157,9 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 					sup: lease, supEpoch: lease.Epoch, unwritten: map[string]answerOf{}}
 				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
 				s.register(key, w)
+				s.observeSupervising(key, true)
 				deleted := w.supervise(lctx)
+				s.observeSupervising(key, false)
 				s.register(key, nil)
 				lease.Release(context.WithoutCancel(ctx))
 				if deleted {
@@ -210,6 +221,10 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	var repairs sync.WaitGroup
 	repairs.Add(1)
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
+	if s.Observer != nil {
+		repairs.Add(1)
+		go func() { defer repairs.Done(); w.observeLoop(ctx) }()
+	}
 	defer repairs.Wait()
 	for ctx.Err() == nil {
 		began := w.s.Runner.now()
@@ -372,9 +387,13 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		// longer count as consecutive.
 		w.checks = nil
 	}
+	checkStart := time.Now()
 	ch := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
 	if w.s.Checked != nil {
 		w.s.Checked(w.key, ch)
+	}
+	if w.s.Observer != nil {
+		w.s.Observer.Checked(w.key, ch, time.Since(checkStart))
 	}
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
 	if ch.Reachable && ch.Writable {
@@ -410,6 +429,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	if !a.Failover {
 		return a.Next, nil
+	}
+	if o := w.s.Observer; o != nil {
+		if n := failover.FailedChecks(w.checks); n > 0 && n <= len(w.checks) {
+			o.Decided(w.key, obs.now().Sub(w.checks[len(w.checks)-n].At))
+		}
 	}
 	err = w.failover(ctx, c)
 	w.checks = nil
@@ -553,6 +577,9 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	if errors.Is(err, outcome.ErrUnsafe) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
 		// Refused at Confirming (the primary answered, or the replicas disagreed): nothing was
 		// done. Back off before another attempt, so a flapping view does not churn.
+		if o := w.s.Observer; o != nil {
+			o.Refused(w.key)
+		}
 		w.backoff = w.s.Runner.now().Add(max(30*time.Second, 10*detectionInterval(c)))
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -167,12 +168,51 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	root := appCluster(t, ctx, "wa", 3)
 	defer deleteCluster(t, "wa")
 	pods := []string{"wa-0", "wa-1", "wa-2"}
-	w := startWatch(t, nil, "wa")
+	addr := freeAddr(t)
+	w := startWatch(t, nil, "wa", "--metrics-addr", addr)
 	wr, stopWriter := startWriter(ctx, "wa")
 	defer stopWriter()
 	w.supervising(t, ctx)
 	primary := getCluster(t, ctx, "wa").Status.CurrentPrimary
 	pdbAllows(t, ctx, "wa", 1) // Healthy, converged, nothing running
+	// The metrics show a healthy cluster this process supervises, every instance answering
+	// and both replicas replicating.
+	cl := []string{"namespace", "default", "cluster", "wa"}
+	eventually(t, ctx, "metrics of a healthy cluster", func() error {
+		sc, err := scrapeMetrics(ctx, addr)
+		if err != nil {
+			return err
+		}
+		for _, want := range []struct {
+			name   string
+			labels []string
+			value  float64
+		}{
+			{"mysqlctl_leader", nil, 1}, {"mysqlctl_cluster_supervised", cl, 1}, {"mysqlctl_cluster_available", cl, 1},
+			{"mysqlctl_cluster_healthy", cl, 1}, {"mysqlctl_cluster_instances_up", cl, 3}, {"mysqlctl_semisync_source_active", cl, 1},
+			{"mysqlctl_cluster_errant_instances", cl, 0}, {"mysqlctl_instance_primary", append(cl, "instance", primary), 1},
+		} {
+			if v, ok := sc.get(want.name, want.labels...); !ok || v != want.value {
+				return fmt.Errorf("%s = %v (present %v), want %v", seriesKey(want.name, want.labels...), v, ok, want.value)
+			}
+		}
+		for _, p := range pods {
+			if p == primary {
+				continue
+			}
+			for _, name := range []string{"mysqlctl_replication_io_running", "mysqlctl_replication_sql_running"} {
+				if v, _ := sc.get(name, append(cl, "instance", p)...); v != 1 {
+					return fmt.Errorf("%s of %s = %v", name, p, v)
+				}
+			}
+		}
+		return nil
+	})
+	if httpStatus(t, addr, "/healthz") != http.StatusOK || httpStatus(t, addr, "/readyz") != http.StatusOK {
+		t.Error("/healthz or /readyz is not OK")
+	}
+	metricsSeen := startScraper(ctx, addr)
+	defer metricsSeen.end()
 
 	// A replica dies: not a reason to fail over.
 	replica := "wa-1"
@@ -227,6 +267,29 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	})
 	ack, _ := wr.firstAckAfter(killed)
 	t.Logf("kill -9 of %s at %s to the first acknowledged write on %s: %s", primary, killed.UTC().Format("15:04:05.000"), next, ack.Sub(killed).Round(time.Millisecond))
+	// The scrapes saw the primary go and come back, and the failover counted once.
+	eventually(t, ctx, "the failover in the metrics", func() error {
+		sc, err := scrapeMetrics(ctx, addr)
+		if err != nil {
+			return err
+		}
+		if v, _ := sc.get("mysqlctl_failovers_total", append(cl, "result", "Succeeded")...); v != 1 {
+			return fmt.Errorf("failovers_total{result=Succeeded} = %v", v)
+		}
+		if v, _ := sc.get("mysqlctl_failover_decision_seconds_count", cl...); v != 1 {
+			return fmt.Errorf("failover_decision_seconds_count = %v", v)
+		}
+		if v, _ := sc.get("mysqlctl_operation_duration_seconds_count", append(cl, "type", "failover", "result", "Succeeded")...); v != 1 {
+			return fmt.Errorf("operation_duration_seconds_count{failover,Succeeded} = %v", v)
+		}
+		if v, _ := sc.get("mysqlctl_instance_primary", append(cl, "instance", next)...); v != 1 {
+			return fmt.Errorf("instance_primary of %s = %v", next, v)
+		}
+		return nil
+	})
+	if !metricsSeen.took(0, "mysqlctl_cluster_available", cl...) || !metricsSeen.took(1, "mysqlctl_cluster_ha_state", append(cl, "state", "FailoverInProgress")...) {
+		t.Error("the scrapes never showed the primary unavailable and the failover in progress")
+	}
 	if os.Getenv("WATCH_DEBUG") != "" {
 		t.Logf("%s\n%s", w.output(), w.stderr())
 	}
@@ -291,7 +354,8 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	if code != 0 || took > 5*time.Second {
 		t.Errorf("SIGTERM: exit %d after %s; want 0 within 5s", code, took)
 	}
-	noPasswords(t, secret(t, ctx, "wa"), w.output(), w.stderr())
+	metricsSeen.end()
+	noPasswords(t, secret(t, ctx, "wa"), w.output(), w.stderr(), metricsSeen.all())
 }
 
 // TestWatchKilledMidFailoverIsContinued: a watch fails over by itself and is SIGKILLed at a stage
@@ -322,8 +386,31 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 }
 
 func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string, stage string) {
-	first := startWatch(t, []string{"MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE=" + stage}, "wk")
+	// At Promoting the watches run with --leader-elect: the second, started beside the first,
+	// stands by until the first is killed, then leads and finishes the failover.
+	elect := stage == orchestrate.StagePromoting
+	args := []string{"wk"}
+	if elect {
+		args = append(args, "--leader-elect")
+	}
+	first := startWatch(t, []string{"MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE=" + stage}, args...)
 	first.supervising(t, ctx)
+	var second *watchProc
+	addr := freeAddr(t)
+	if elect {
+		second = startWatch(t, nil, "wk", "--leader-elect", "--metrics-addr", addr)
+		eventually(t, ctx, "the second watch standing by for the leader", func() error {
+			if second.actions(t, "standby", "the leader is") == 0 {
+				return errors.New("not yet")
+			}
+			if sc, err := scrapeMetrics(ctx, addr); err != nil {
+				return err
+			} else if v, ok := sc.get("mysqlctl_leader"); !ok || v != 0 {
+				return fmt.Errorf("mysqlctl_leader of the standby = %v", v)
+			}
+			return nil
+		})
+	}
 	primary := getCluster(t, ctx, "wk").Status.CurrentPrimary
 	if err := r.Inject(rig.Kill, "default", primary); err != nil {
 		t.Fatal(err)
@@ -340,7 +427,9 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 		t.Fatalf("no failover recorded at %s after the watch was killed: %+v", stage, c.Status.Operation)
 	}
 	pdbAllows(t, ctx, "wk", 0) // an operation runs: no voluntary eviction
-	second := startWatch(t, nil, "wk")
+	if !elect {
+		second = startWatch(t, nil, "wk")
+	}
 	eventually(t, ctx, "the second watch finishes the failover", func() error {
 		c := getCluster(t, ctx, "wk")
 		if c.Status.Operation != nil || c.Status.CurrentPrimary == primary {
@@ -350,6 +439,16 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 	})
 	if second.actions(t, "resume", "continuing the failover") != 1 {
 		t.Errorf("the second watch did not report resuming the failover:\n%s", second.output())
+	}
+	if elect {
+		if second.actions(t, "leader", "leading") != 1 {
+			t.Errorf("the second watch did not report leading once:\n%s", second.output())
+		}
+		if sc, err := scrapeMetrics(ctx, addr); err != nil {
+			t.Error(err)
+		} else if v, _ := sc.get("mysqlctl_leader"); v != 1 {
+			t.Errorf("mysqlctl_leader of the new leader = %v", v)
+		}
 	}
 	c := getCluster(t, ctx, "wk")
 	if h := c.Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Succeeded" {

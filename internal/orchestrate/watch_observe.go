@@ -1,0 +1,136 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// Observer is told what a supervisor sees and decides, for metrics. Its methods are called
+// from the supervisor's goroutines (one set per cluster) and must not block.
+type Observer interface {
+	// Supervising says whether this process supervises the cluster (holds its supervisor
+	// Lease) from now on.
+	Supervising(key client.ObjectKey, on bool)
+	// Checked is told every check of the primary and how long it took.
+	Checked(key client.ObjectKey, ch failover.Check, took time.Duration)
+	// Decided is told an automatic failover decision and the time since the first failed
+	// check it counted.
+	Decided(key client.ObjectKey, sinceFirstFailure time.Duration)
+	// Refused is told an automatic failover that was refused before it began (the primary
+	// answered after all, or the replicas disagreed): no operation records it.
+	Refused(key client.ObjectKey)
+	// Instances is told, every observeEvery, every instance as observed.
+	Instances(key client.ObjectKey, views []InstanceView)
+}
+
+// InstanceView is one instance as the supervisor's observation pass saw it.
+type InstanceView struct {
+	Name string
+	// Primary is true for the recorded primary.
+	Primary bool
+	// Up is true when the server answered a complete observation.
+	Up bool
+	// Replicating is true when replication is configured; IORunning and SQLRunning are its
+	// threads (IORunning only when connected to its source).
+	Replicating bool
+	IORunning   bool
+	SQLRunning  bool
+	// LagSeconds is Seconds_Behind_Master, nil when unknown.
+	LagSeconds *int64
+	// Errant is true when the instance holds transactions the primary does not have.
+	Errant bool
+	// SemiSyncSourceActive is the primary's semi-sync source status (ON: waiting for
+	// acknowledgements); only meaningful for the primary.
+	SemiSyncSourceActive bool
+}
+
+// observeEvery is the least time between two observation passes over every instance (the
+// primary's own check runs every detection interval regardless).
+const observeEvery = 5 * time.Second
+
+// observeLoop observes every instance of the cluster for the Observer until ctx ends.
+func (w *watcher) observeLoop(ctx context.Context) {
+	for {
+		every := observeEvery
+		c := &v1.MysqlCluster{}
+		if err := w.s.Runner.Kube.Get(ctx, w.key, c); err == nil {
+			every = max(every, detectionInterval(c))
+			if c.Status.CurrentPrimary != "" {
+				w.s.Observer.Instances(w.key, w.observeInstances(ctx, c))
+			}
+		}
+		if sleepCtx(ctx, every) != nil {
+			return
+		}
+	}
+}
+
+// observeInstances observes every pod of the cluster in parallel, each within a short timeout.
+func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []InstanceView {
+	obs := w.s.Runner
+	obs.Lease = observeOnly{}
+	pods, err := obs.pods(ctx, c)
+	if err != nil {
+		return nil
+	}
+	creds, err := obs.credentials(ctx, c)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	snaps := map[string]topology.Snapshot{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ss := obs.openSessions(ctx, []instance{{pod: p}}, creds)
+			defer ss.close()
+			s, err := ss.observe(p.Name)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			snaps[p.Name] = s
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	primary, havePrimary := snaps[c.Status.CurrentPrimary]
+	var views []InstanceView
+	for ord := range c.Spec.Replicas {
+		name := fmt.Sprintf("%s-%d", c.Name, ord)
+		s, up := snaps[name]
+		v := InstanceView{Name: name, Primary: name == c.Status.CurrentPrimary, Up: up}
+		if up && s.Replica != nil {
+			v.Replicating = true
+			v.IORunning = s.Replica.IOThread == topology.ThreadRunning
+			v.SQLRunning = s.Replica.SQLRunning
+			v.LagSeconds = s.Replica.SecondsBehind
+		}
+		if up && v.Primary {
+			v.SemiSyncSourceActive = s.SemiSync.SourceActive
+		}
+		if up && !v.Primary && havePrimary {
+			_, ancestor := divergence(primary, s)
+			v.Errant = !ancestor
+		}
+		views = append(views, v)
+	}
+	sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
+	return views
+}
