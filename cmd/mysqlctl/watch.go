@@ -128,7 +128,7 @@ JSON object per line.`,
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Supervise only clusters with these labels (as kubectl -l)")
 	cmd.Flags().DurationVar(&o.Grace, "grace", 10*time.Second, "On SIGINT/SIGTERM, how long the stage in hand may take to finish")
 	cmd.Flags().BoolVar(&o.LeaderElect, "leader-elect", false, "Supervise only while this process leads (client-go leader election on a Lease): run two or more for a standby that takes over within 15s")
-	cmd.Flags().StringVar(&o.LeaderLease, "leader-elect-lease", "mysqlctl.watch-leader", "With --leader-elect: the name of the Lease the watch processes elect their leader on")
+	cmd.Flags().StringVar(&o.LeaderLease, "leader-elect-lease", "", "With --leader-elect: the name of the Lease the watch processes elect their leader on (default: one per scope, mysqlctl.watch-leader for -A)")
 	cmd.Flags().StringVar(&o.LeaderNS, "leader-elect-namespace", "", "With --leader-elect: the namespace of that Lease (default: the namespace of -n, the kubeconfig, or the pod)")
 	cmd.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, for example 127.0.0.1:9090 or :9090 in a pod")
 	cmdutil.AddOutputFlag(cmd, &o.Output, "text", cmdutil.OutputJSON)
@@ -237,8 +237,18 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 		rec.SetLeader(false)
 		setLeader = rec.SetLeader
 	}
-	le := leaderElection{Namespace: leaderNS, Name: o.LeaderLease, Identity: sup.Runner.Holder, SetLeader: setLeader, Report: report}
-	return le.run(ctx, cfg, func(lctx context.Context) { _ = superviseAll(lctx, c, sup, ns, o.Name, sel, report) })
+	lease := o.LeaderLease
+	if lease == "" {
+		lease = leaderLeaseName(o.AllNamespaces, ns, o.Name, o.Selector)
+	}
+	le := leaderElection{Namespace: leaderNS, Name: lease, Identity: sup.Runner.Holder, SetLeader: setLeader, Report: report}
+	return le.run(ctx, cfg,
+		func(lctx context.Context) { _ = superviseAll(lctx, c, sup, ns, o.Name, sel, report) },
+		func(sctx context.Context) {
+			// Standing by: observe the Leases of every cluster in scope (the observations run
+			// on until the cluster's Watch takes them over, if this process comes to lead).
+			forEachCluster(sctx, c, ns, o.Name, sel, report, func(key client.ObjectKey) { sup.Prewatch(ctx, key) })
+		})
 }
 
 // superviseAll runs one supervisor per cluster, discovering clusters as they appear.
@@ -269,21 +279,32 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 		wg.Wait()
 		return nil
 	}
+	forEachCluster(ctx, c, ns, "", sel, report, start)
+	return nil
+}
+
+// forEachCluster calls fn for every cluster in scope (the one named, or those in ns, "" for all,
+// matching sel), and again every 5 seconds for the clusters found then, until ctx ends.
+func forEachCluster(ctx context.Context, c client.Client, ns, name string, sel labels.Selector, report func(orchestrate.Transition), fn func(client.ObjectKey)) {
 	for {
-		list := &v1.MysqlClusterList{}
-		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
-		if ns != "" {
-			opts = append(opts, client.InNamespace(ns))
-		}
-		if err := c.List(ctx, list, opts...); err != nil && ctx.Err() == nil {
-			report(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
-		}
-		for i := range list.Items {
-			start(client.ObjectKeyFromObject(&list.Items[i]))
+		if name != "" {
+			fn(client.ObjectKey{Namespace: ns, Name: name})
+		} else {
+			list := &v1.MysqlClusterList{}
+			opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+			if ns != "" {
+				opts = append(opts, client.InNamespace(ns))
+			}
+			if err := c.List(ctx, list, opts...); err != nil && ctx.Err() == nil {
+				report(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
+			}
+			for i := range list.Items {
+				fn(client.ObjectKeyFromObject(&list.Items[i]))
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(5 * time.Second):
 		}
 	}
@@ -313,7 +334,11 @@ func (p *transitionPrinter) print(t orchestrate.Transition) {
 		}
 		what = from + " -> " + t.To
 	}
-	fmt.Fprintf(w, "%s %s/%s %s: %s\n", t.Time.UTC().Format("2006-01-02T15:04:05.000Z"), t.Namespace, t.Cluster, what, t.Reason)
+	where := t.Namespace + "/" + t.Cluster
+	if t.Cluster == "" {
+		where = "-" // about this process (leadership), not one cluster
+	}
+	fmt.Fprintf(w, "%s %s %s: %s\n", t.Time.UTC().Format("2006-01-02T15:04:05.000Z"), where, what, t.Reason)
 }
 
 // serveMetrics serves /metrics, /healthz (the process runs) and /readyz (its view of the
@@ -325,7 +350,15 @@ func serveMetrics(ctx context.Context, addr string, rec *metrics.Recorder, synce
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", rec.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		// A supervisor that stopped checking (hung) fails its liveness probe and is restarted;
+		// 5 minutes leaves room for the longest operation, during which no check runs.
+		if key := rec.Stalled(5 * time.Minute); key != "" {
+			http.Error(w, "the supervision of "+key+" has made no check for 5 minutes", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !synced() {
 			http.Error(w, "the cluster informer has not synced yet", http.StatusServiceUnavailable)

@@ -30,7 +30,7 @@ var haStates = []v1.HAState{v1.HAHealthy, v1.HASuspected, v1.HAFailoverRequired,
 type Recorder struct {
 	reg *prometheus.Registry
 
-	leader, supervised, available, healthy, degraded, haState                     *prometheus.GaugeVec
+	leader, supervised, available, healthy, degraded, haState, lastCheck          *prometheus.GaugeVec
 	semiSyncRequired, semiSyncActive, instances, instancesUp, errant, primaryRole *prometheus.GaugeVec
 	instanceUp, ioRunning, sqlRunning, lag                                        *prometheus.GaugeVec
 	failovers, switchovers, refused, checks, checkErrors                          *prometheus.CounterVec
@@ -40,6 +40,9 @@ type Recorder struct {
 	mu    sync.Mutex
 	seen  map[client.ObjectKey]map[string]bool // history records already counted
 	insts map[client.ObjectKey][]string        // instances with per-instance series
+	// supervising holds since when this process supervises each cluster, checked when it last
+	// checked its primary (for /healthz).
+	supervising, checked map[client.ObjectKey]time.Time
 }
 
 var _ orchestrate.Observer = (*Recorder)(nil)
@@ -53,7 +56,8 @@ var (
 
 // New builds a Recorder with its own registry (Go and process collectors included).
 func New() *Recorder {
-	m := &Recorder{reg: prometheus.NewRegistry(), start: time.Now(), seen: map[client.ObjectKey]map[string]bool{}, insts: map[client.ObjectKey][]string{}}
+	m := &Recorder{reg: prometheus.NewRegistry(), start: time.Now(), seen: map[client.ObjectKey]map[string]bool{}, insts: map[client.ObjectKey][]string{},
+		supervising: map[client.ObjectKey]time.Time{}, checked: map[client.ObjectKey]time.Time{}}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, labels)
 		m.reg.MustRegister(g)
@@ -72,6 +76,7 @@ func New() *Recorder {
 	m.leader = gauge("leader", "1 when this process is the leader of its watch deployment (always 1 without --leader-elect).")
 	m.supervised = gauge("cluster_supervised", "1 while this process supervises the cluster (holds its Lease NAME-watch).", clusterLabels...)
 	m.available = gauge("cluster_available", "1 when the last check found the primary answering and writable.", clusterLabels...)
+	m.lastCheck = gauge("cluster_last_check_timestamp_seconds", "When this process last checked the primary (Unix time); kept after it stops supervising, so max over processes goes stale when nobody checks.", clusterLabels...)
 	m.healthy = gauge("cluster_healthy", "1 when the cluster's HA state is Healthy.", clusterLabels...)
 	m.degraded = gauge("cluster_degraded", "1 when the cluster's phase is Degraded (the Degraded condition says why).", clusterLabels...)
 	m.haState = gauge("cluster_ha_state", "1 for the cluster's current HA state (status.ha.state), 0 for the others.", "namespace", "cluster", "state")
@@ -122,6 +127,13 @@ func b(on bool) float64 {
 // Supervising implements orchestrate.Observer.
 func (m *Recorder) Supervising(key client.ObjectKey, on bool) {
 	m.supervised.WithLabelValues(key.Namespace, key.Name).Set(b(on))
+	m.mu.Lock()
+	if on {
+		m.supervising[key] = time.Now()
+	} else {
+		delete(m.supervising, key)
+	}
+	m.mu.Unlock()
 	if !on {
 		// Only the supervising process reports what it observes.
 		m.available.DeleteLabelValues(key.Namespace, key.Name)
@@ -137,7 +149,27 @@ func (m *Recorder) Checked(key client.ObjectKey, ch failover.Check, took time.Du
 		m.checkErrors.WithLabelValues(key.Namespace, key.Name).Inc()
 	}
 	m.available.WithLabelValues(key.Namespace, key.Name).Set(b(ok))
+	now := time.Now()
+	m.lastCheck.WithLabelValues(key.Namespace, key.Name).Set(float64(now.UnixMilli()) / 1000)
+	m.mu.Lock()
+	m.checked[key] = now
+	m.mu.Unlock()
 	m.checkDuration.WithLabelValues(key.Namespace, key.Name).Observe(took.Seconds())
+}
+
+// Stalled names a cluster this process has supervised for longer than maxAge without
+// checking its primary in the last maxAge (a hung supervisor: /healthz fails, and the pod is
+// restarted), or returns "".
+func (m *Recorder) Stalled(maxAge time.Duration) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for key, since := range m.supervising {
+		if now.Sub(since) > maxAge && now.Sub(m.checked[key]) > maxAge {
+			return key.String()
+		}
+	}
+	return ""
 }
 
 // Decided implements orchestrate.Observer.
@@ -221,6 +253,12 @@ func (m *Recorder) Cluster(c *v1.MysqlCluster) {
 	m.degraded.WithLabelValues(l...).Set(b(c.Status.Phase == v1.PhaseDegraded))
 	m.instances.WithLabelValues(l...).Set(float64(c.Spec.Replicas))
 	m.semiSyncRequired.WithLabelValues(l...).Set(b(c.Spec.Replicas > 1 && (c.Spec.SemiSync.Enabled == nil || *c.Spec.SemiSync.Enabled)))
+	// Counters exist from 0, so that increase() sees the first failover of a cluster.
+	for _, r := range []string{"Succeeded", "Failed", "Aborted"} {
+		m.failovers.WithLabelValues(c.Namespace, c.Name, r).Add(0)
+		m.switchovers.WithLabelValues(c.Namespace, c.Name, r).Add(0)
+	}
+	m.refused.WithLabelValues(l...).Add(0)
 	key := client.ObjectKeyFromObject(c)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -255,7 +293,14 @@ func (m *Recorder) Forget(key client.ObjectKey) {
 	delete(m.seen, key)
 	m.mu.Unlock()
 	match := prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name}
-	for _, g := range []*prometheus.GaugeVec{m.supervised, m.available, m.healthy, m.degraded, m.haState, m.semiSyncRequired, m.instances} {
+	for _, g := range []*prometheus.GaugeVec{m.supervised, m.available, m.healthy, m.degraded, m.haState, m.semiSyncRequired, m.instances, m.lastCheck} {
 		g.DeletePartialMatch(match)
 	}
+	for _, c := range []*prometheus.CounterVec{m.failovers, m.switchovers, m.refused} {
+		c.DeletePartialMatch(match)
+	}
+	m.mu.Lock()
+	delete(m.supervising, key)
+	delete(m.checked, key)
+	m.mu.Unlock()
 }

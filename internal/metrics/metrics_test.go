@@ -73,8 +73,13 @@ func TestRecorder(t *testing.T) {
 	start := m.start
 	old := record("failover-1", orchestrate.OperationFailover, "Succeeded", start.Add(-time.Hour), 2*time.Second)
 	m.Cluster(cluster(v1.HAHealthy, v1.PhaseRunning, old))
-	if n := testutil.CollectAndCount(m.failovers); n != 0 {
-		t.Errorf("a failover finished before the process started was counted (%d series)", n)
+	if v := value(t, m.failovers.WithLabelValues("db", "shop", "Succeeded")); v != 0 {
+		t.Errorf("a failover finished before the process started was counted (%v)", v)
+	}
+	// Every result's counter exists from 0, so that increase() sees the first one (an alert
+	// on the first failed failover must fire).
+	if n := testutil.CollectAndCount(m.failovers) + testutil.CollectAndCount(m.refused); n != 4 {
+		t.Errorf("%d failover counter series before any failover, want 4 (Succeeded, Failed, Aborted, refused)", n)
 	}
 	if v := value(t, m.healthy.WithLabelValues("db", "shop")); v != 1 {
 		t.Errorf("healthy %v", v)
@@ -118,6 +123,17 @@ func TestRecorder(t *testing.T) {
 		t.Error("semi-sync active without the primary reporting it")
 	}
 
+	// A supervisor that stops checking is reported stalled (/healthz), one that checks is not.
+	if st := m.Stalled(time.Hour); st != "" {
+		t.Errorf("stalled %q right after a check", st)
+	}
+	m.mu.Lock()
+	m.supervising[key], m.checked[key] = time.Now().Add(-2*time.Minute), time.Now().Add(-2*time.Minute)
+	m.mu.Unlock()
+	if st := m.Stalled(time.Minute); st != "db/shop" {
+		t.Errorf("Stalled = %q after two minutes without a check, want db/shop", st)
+	}
+
 	// No longer supervising: what only the supervisor observes goes.
 	m.Supervising(key, false)
 	if n := testutil.CollectAndCount(m.instanceUp) + testutil.CollectAndCount(m.available); n != 0 {
@@ -125,6 +141,12 @@ func TestRecorder(t *testing.T) {
 	}
 	if value(t, m.supervised.WithLabelValues("db", "shop")) != 0 {
 		t.Error("cluster_supervised still 1")
+	}
+	if m.Stalled(time.Minute) != "" {
+		t.Error("a cluster no longer supervised is reported stalled")
+	}
+	if testutil.CollectAndCount(m.lastCheck) != 1 {
+		t.Error("the last check's time must outlive supervision (max over processes goes stale when nobody checks)")
 	}
 	m.Forget(key)
 	if n := testutil.CollectAndCount(m.haState) + testutil.CollectAndCount(m.supervised); n != 0 {
@@ -219,10 +241,19 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, want := range []string{"MysqlctlPrimaryDown", "MysqlctlFailoverFailed", "MysqlctlFailoverRefused", "MysqlctlClusterDegraded",
 		"MysqlctlReplicaNotReplicating", "MysqlctlReplicationLagHigh", "MysqlctlErrantInstance", "MysqlctlSemiSyncOff",
-		"MysqlctlSupervisorAbsent", "MysqlctlNoLeader", "MysqlctlClusterUnsupervised"} {
+		"MysqlctlSupervisorAbsent", "MysqlctlNoLeader", "MysqlctlClusterUnsupervised", "MysqlctlChecksStale"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}
+	}
+
+	// The series' own namespace and instance labels survive only with honorLabels.
+	sm, err := os.ReadFile(filepath.Join(dir, "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sm), "honorLabels: true") {
+		t.Error("servicemonitor.yaml does not honor mysqlctl's namespace and instance labels")
 	}
 
 	var plain, operator struct {

@@ -371,6 +371,13 @@ type leaseObserver struct {
 
 // observeLease polls the record every second until stop.
 func observeLease(ctx context.Context, kube client.Client, key client.ObjectKey) *leaseObserver {
+	return observeLeaseEvery(ctx, kube, key, time.Second)
+}
+
+// observeLeaseEvery is observeLease reading the record every period. A longer period only
+// makes the observation conservative: a record seen unchanged is dated from the read that first
+// saw it, up to a period after it last changed.
+func observeLeaseEvery(ctx context.Context, kube client.Client, key client.ObjectKey, period time.Duration) *leaseObserver {
 	ctx, cancel := context.WithCancel(ctx)
 	o := &leaseObserver{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -393,7 +400,7 @@ func observeLease(ctx context.Context, kube client.Client, key client.ObjectKey)
 			if cur != nil && (o.seen == nil || o.seen.holder != cur.holder || o.seen.rv != cur.rv) {
 				o.seen = cur
 			}
-			_ = sleepCtx(ctx, time.Second)
+			_ = sleepCtx(ctx, period)
 		}
 	}()
 	return o

@@ -41,8 +41,47 @@ type Supervisor struct {
 	// instance is observed for it every observeEvery.
 	Observer Observer
 
-	mu       sync.Mutex
-	watchers map[client.ObjectKey]*watcher
+	mu         sync.Mutex
+	watchers   map[client.ObjectKey]*watcher
+	prewatches map[client.ObjectKey]prewatch
+}
+
+// prewatch is the observation of a cluster's supervisor and operation Leases made while this
+// process stood by (not leading): Watch continues it, so that leases a dead leader stopped
+// renewing are taken once they have been seen unchanged for LeaseDuration, counted from when
+// the standby first saw them, not from when it began to lead.
+type prewatch struct{ sup, op *leaseObserver }
+
+// prewatchEvery is how often a standby reads each Lease it prewatches: two reads per cluster
+// per period, and a takeover at most this much later than a lease duration.
+const prewatchEvery = 3 * time.Second
+
+// Prewatch starts observing the cluster's Leases until Watch takes the observation over or ctx
+// ends (a standby calls it for every cluster it would supervise). It is idempotent.
+func (s *Supervisor) Prewatch(ctx context.Context, key client.ObjectKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.prewatches[key]; ok {
+		return
+	}
+	if s.prewatches == nil {
+		s.prewatches = map[client.ObjectKey]prewatch{}
+	}
+	c := &v1.MysqlCluster{}
+	c.Namespace, c.Name = key.Namespace, key.Name
+	s.prewatches[key] = prewatch{
+		sup: observeLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: SupervisorLeaseName(c)}, prewatchEvery),
+		op:  observeLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: LeaseName(c)}, prewatchEvery),
+	}
+}
+
+// takePrewatch hands the cluster's prewatch (if any) to its Watch.
+func (s *Supervisor) takePrewatch(key client.ObjectKey) (prewatch, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.prewatches[key]
+	delete(s.prewatches, key)
+	return p, ok
 }
 
 // Wake makes the supervisor of the cluster check it at once (an informer saw its pods, its
@@ -147,9 +186,17 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 			var lctx context.Context
 			var lease *Lease
 			// While the supervisor Lease of a dead watch expires, the operation Lease (which
-			// that watch may have held too) is observed, so that its wait overlaps this one.
-			opLease := observeLease(ctx, s.Runner.Kube, client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)})
-			lctx, lease, err = AcquireLease(ctx, s.Runner.Kube, c, s.Runner.Holder, LeaseOptions{Wait: true, Supervisor: true})
+			// that watch may have held too) is observed, so that its wait overlaps this one;
+			// both observations started already when this process stood by (Prewatch).
+			opts := LeaseOptions{Wait: true, Supervisor: true}
+			pre, prewatched := s.takePrewatch(key)
+			opLease := pre.op
+			if prewatched {
+				opts.seen = pre.sup.stop()
+			} else {
+				opLease = observeLease(ctx, s.Runner.Kube, client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)})
+			}
+			lctx, lease, err = AcquireLease(ctx, s.Runner.Kube, c, s.Runner.Holder, opts)
 			opSeen := opLease.stop()
 			if err == nil {
 				standby = ""

@@ -64,8 +64,10 @@ func (w *watcher) observeLoop(ctx context.Context) {
 		c := &v1.MysqlCluster{}
 		if err := w.s.Runner.Kube.Get(ctx, w.key, c); err == nil {
 			every = max(every, detectionInterval(c))
-			if c.Status.CurrentPrimary != "" {
-				w.s.Observer.Instances(w.key, w.observeInstances(ctx, c))
+			// A pass that could not look (no pods listed, no Secret) changes nothing: the
+			// series keep their last values rather than vanish while something is wrong.
+			if views := w.observeInstances(ctx, c); c.Status.CurrentPrimary != "" && views != nil {
+				w.s.Observer.Instances(w.key, views)
 			}
 		}
 		if sleepCtx(ctx, every) != nil {

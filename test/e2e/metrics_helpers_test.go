@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +88,10 @@ func scrapeMetrics(ctx context.Context, addr string) (scrape, error) {
 			case m.GetHistogram() != nil:
 				s.samples[seriesKey(name+"_count", labels...)] = float64(m.GetHistogram().GetSampleCount())
 				s.samples[seriesKey(name+"_sum", labels...)] = m.GetHistogram().GetSampleSum()
+				for _, bk := range m.GetHistogram().GetBucket() {
+					le := fmt.Sprint(bk.GetUpperBound())
+					s.samples[seriesKey(name+"_bucket", append(slices.Clone(labels), "le", le)...)] = float64(bk.GetCumulativeCount())
+				}
 			}
 		}
 	}
@@ -149,4 +158,49 @@ func httpStatus(t *testing.T, addr, path string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// quantile estimates the q-quantile of a histogram summed over all its series, as PromQL's
+// histogram_quantile does (linear within the bucket).
+func (s scrape) quantile(q float64, name string) float64 {
+	byLE := map[float64]float64{}
+	for k, v := range s.samples {
+		if !strings.HasPrefix(k, name+"_bucket{") {
+			continue
+		}
+		m := regexp.MustCompile(`le="([^"]+)"`).FindStringSubmatch(k)
+		if m == nil {
+			continue
+		}
+		le, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			continue
+		}
+		byLE[le] += v
+	}
+	les := slices.Sorted(maps.Keys(byLE))
+	if len(les) == 0 {
+		return math.NaN()
+	}
+	total := 0.0
+	for k, v := range s.samples {
+		if strings.HasPrefix(k, name+"_count{") {
+			total += v
+		}
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	prevLE, prevCount := 0.0, 0.0
+	for _, le := range les {
+		if c := byLE[le]; c >= rank {
+			if math.IsInf(le, 1) {
+				return prevLE
+			}
+			return prevLE + (le-prevLE)*(rank-prevCount)/math.Max(c-prevCount, 1e-12)
+		}
+		prevLE, prevCount = le, byLE[le]
+	}
+	return prevLE
 }

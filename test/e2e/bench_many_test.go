@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/test/rig"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkWatchManyClusters: one `watch` process supervises 1, 10 and 30 clusters of three real
+// instances each, every one checked every second: the process's CPU (cores, over a minute), its
+// RSS, the p99 of its checks of the primaries (from its own histogram), and the outage of an
+// automatic failover of one cluster while all are watched. MYSQLCTL_BENCH_CLUSTERS overrides the
+// sizes (for example "1,3").
+func BenchmarkWatchManyClusters(b *testing.B) {
+	sizes := []int{1, 10, 30}
+	if v := os.Getenv("MYSQLCTL_BENCH_CLUSTERS"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("MYSQLCTL_BENCH_CLUSTERS=%q", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	t := &testing.T{}
+	ctx := context.Background()
+	var names []string
+	defer func() {
+		for _, n := range names {
+			deleteCluster(t, n)
+		}
+	}()
+	for _, n := range sizes {
+		for len(names) < n {
+			batch := min(n-len(names), 3) // bootstraps in parallel, three at a time
+			var wg sync.WaitGroup
+			for i := range batch {
+				name := fmt.Sprintf("bm%d", len(names)+i)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					appCluster(t, ctx, name, 3)
+					c := getCluster(t, ctx, name)
+					c.Spec.Failover.Cooldown = &metav1.Duration{} // one failover per size, on the same cluster
+					if err := kube(t).Update(ctx, c); err != nil {
+						b.Errorf("cooldown of %s: %v", name, err)
+					}
+					if res := mysqlctl(t, "reconcile", name); res.code != 0 {
+						b.Errorf("reconcile %s: %d %s", name, res.code, res.stderr)
+					}
+				}()
+			}
+			wg.Wait()
+			if b.Failed() || t.Failed() {
+				b.FailNow()
+			}
+			for i := range batch {
+				names = append(names, fmt.Sprintf("bm%d", len(names)+i))
+			}
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				manyClustersRun(b, t, ctx, names[:n])
+			}
+		})
+	}
+}
+
+func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []string) {
+	addr := freeAddr(t)
+	w := startWatch(t, nil, "--metrics-addr", addr)
+	defer func() { _ = w.cmd.Process.Signal(syscall.SIGKILL); <-w.done }()
+	// Every bench cluster supervised, every instance answering.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		sc, err := scrapeMetrics(ctx, addr)
+		ready := 0
+		if err == nil {
+			for _, n := range names {
+				cl := []string{"namespace", "default", "cluster", n}
+				if v, _ := sc.get("mysqlctl_cluster_supervised", cl...); v == 1 {
+					if up, _ := sc.get("mysqlctl_cluster_instances_up", cl...); up == 3 {
+						ready++
+					}
+				}
+			}
+		}
+		if ready == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d clusters supervised with 3 instances up after 3 minutes (%v)\n%s", ready, len(names), err, w.stderr())
+		}
+		time.Sleep(time.Second)
+	}
+	pid := w.cmd.Process.Pid
+	cpu0, at0 := procCPU(b, pid), time.Now()
+	time.Sleep(time.Minute)
+	cores := (procCPU(b, pid) - cpu0).Seconds() / time.Since(at0).Seconds()
+	rss := procRSS(b, pid)
+	sc, err := scrapeMetrics(ctx, addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p99 := sc.quantile(0.99, "mysqlctl_check_duration_seconds")
+
+	// One cluster's primary is killed while every cluster is watched.
+	victim := names[0]
+	wr, stop := startWriter(ctx, victim)
+	defer stop()
+	time.Sleep(1500 * time.Millisecond)
+	primary := getCluster(t, ctx, victim).Status.CurrentPrimary
+	faulted := time.Now()
+	if err := r.Inject(rig.Kill, "default", primary); err != nil {
+		b.Fatal(err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		c := getCluster(t, ctx, victim)
+		if _, acked := wr.firstAckAfter(faulted); acked && c.Status.CurrentPrimary != primary && c.Status.Operation == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no automatic failover of %s within a minute:\n%s", victim, w.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	outage := wr.maxGap()
+	// The old primary re-joins before the next size runs.
+	deadline = time.Now().Add(2 * time.Minute)
+	for getCluster(t, ctx, victim).Status.HA == nil || !allReplicating(ctx, t, string(secret(t, ctx, victim).Data[orchestrate.SecretRootPassword]), victim, getCluster(t, ctx, victim).Status.CurrentPrimary) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s did not re-join its old primary within 2 minutes", victim)
+		}
+		time.Sleep(time.Second)
+	}
+	b.ReportMetric(cores, "cores")
+	b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+	b.ReportMetric(p99*1000, "check-p99-ms")
+	b.ReportMetric(float64(outage.Milliseconds()), "outage-ms")
+	b.Logf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s", len(names), cores, float64(rss)/(1<<20), p99*1000, victim, outage)
+}
+
+// procCPU is the user+system CPU time the process used so far.
+func procCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces) start at state (field 3).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clkTck
+}
+
+// procRSS is the process's resident set size in bytes.
+func procRSS(b *testing.B, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
