@@ -210,12 +210,16 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 			rec.Cluster(c)
 		}
 	}
-	synced, err := wakeOnChanges(ictx, cfg, ns, sup, onCluster)
+	cache, err := watchCache(ictx, cfg, ns)
 	if err != nil {
 		return err
 	}
+	sup.Cache = cache
+	if err := wakeOnChanges(ictx, cache, sup, onCluster); err != nil {
+		return err
+	}
 	if rec != nil {
-		stopServer, err := serveMetrics(ctx, o.MetricsAddr, rec, synced)
+		stopServer, err := serveMetrics(ctx, o.MetricsAddr, rec, func() bool { return cache.WaitForCacheSync(ctx) })
 		if err != nil {
 			return err
 		}

@@ -7,39 +7,55 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
-// wakeOnChanges starts informers on the pods and EndpointSlices mysqlctl manages and on the
-// MysqlClusters in ns ("" for all): a change that can matter to a cluster's primary (a pod
-// deleted, readied, unreadied or re-addressed; the primary Service's endpoints; a new spec or
-// a request left on the cluster) wakes that cluster's supervisor for a check at once, instead
-// of at its next interval. Status writes do not wake anything (the supervisor makes them).
-// Every cluster added, changed or deleted is also given to onCluster, when set (metrics).
-func wakeOnChanges(ctx context.Context, cfg *rest.Config, ns string, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) (cache.InformerSynced, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+// watchCache starts one informer cache on the MysqlClusters in ns ("" for all) and on the pods
+// and EndpointSlices mysqlctl manages there, and returns it once synced. The supervisor's checks
+// read clusters and pods from it (no request per check), and its informers wake supervisors
+// (see wakeOnChanges).
+func watchCache(ctx context.Context, cfg *rest.Config, ns string) (crcache.Cache, error) {
+	managed := labels.SelectorFromSet(labels.Set{orchestrate.LabelManagedBy: orchestrate.FieldOwner})
+	opts := crcache.Options{
+		Scheme: cmdutil.Scheme(),
+		ByObject: map[client.Object]crcache.ByObject{
+			&corev1.Pod{}:                {Label: managed},
+			&discoveryv1.EndpointSlice{}: {Label: managed},
+		},
+	}
+	if ns != "" {
+		opts.DefaultNamespaces = map[string]crcache.Config{ns: {}}
+	}
+	c, err := crcache.New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
+	for _, obj := range []client.Object{&v1.MysqlCluster{}, &corev1.Pod{}, &discoveryv1.EndpointSlice{}} {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return nil, cmdutil.ExplainAPIError(err)
+		}
 	}
-	managed := labels.SelectorFromSet(labels.Set{orchestrate.LabelManagedBy: orchestrate.FieldOwner}).String()
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the informer cache did not sync: %w", ctx.Err())
+	}
+	return c, nil
+}
+
+// wakeOnChanges wakes a cluster's supervisor for a check at once, instead of at its next
+// interval, when a change can matter to its primary: a pod deleted, readied, unreadied or
+// re-addressed; the primary Service's endpoints; a new spec or a request left on the cluster.
+// Status writes wake nothing (the supervisor makes them). Every cluster added, changed or
+// deleted is also given to onCluster, when set (metrics).
+func wakeOnChanges(ctx context.Context, c crcache.Cache, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) error {
 	wake := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok {
 			if name := m.GetLabels()[orchestrate.LabelInstance]; name != "" {
@@ -48,64 +64,61 @@ func wakeOnChanges(ctx context.Context, cfg *rest.Config, ns string, sup *orches
 		}
 	}
 	handlers := []struct {
-		inf     cache.SharedIndexInformer
+		obj     client.Object
 		changed func(old, cur any) bool
 	}{
-		{f.Core().V1().Pods().Informer(), podChanged},
-		{f.Discovery().V1().EndpointSlices().Informer(), func(old, cur any) bool {
+		{&corev1.Pod{}, podChanged},
+		{&discoveryv1.EndpointSlice{}, func(old, cur any) bool {
 			o, c := old.(*discoveryv1.EndpointSlice), cur.(*discoveryv1.EndpointSlice)
 			return fmt.Sprint(o.Endpoints) != fmt.Sprint(c.Endpoints)
 		}},
 	}
 	for _, h := range handlers {
+		inf, err := c.GetInformer(ctx, h.obj)
+		if err != nil {
+			return err
+		}
 		changed := h.changed
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
 				if changed(old, cur) {
 					wake(cur)
 				}
 			},
-			DeleteFunc: func(obj any) {
-				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				wake(obj)
-			},
+			DeleteFunc: func(obj any) { wake(unwrapDeleted(obj)) },
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	gvr := v1.GroupVersion.WithResource("mysqlclusters")
-	clusters := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil).ForResource(gvr).Informer()
+	inf, err := c.GetInformer(ctx, &v1.MysqlCluster{})
+	if err != nil {
+		return err
+	}
 	tell := func(obj any, deleted bool) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if onCluster == nil || !ok {
-			return
-		}
-		c := &v1.MysqlCluster{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c) == nil {
-			onCluster(c, deleted)
+		if mc, ok := unwrapDeleted(obj).(*v1.MysqlCluster); ok && onCluster != nil {
+			onCluster(mc, deleted)
 		}
 	}
-	if _, err := clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { tell(obj, false) },
 		UpdateFunc: func(old, cur any) {
-			o, c := old.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
-			if o.GetGeneration() != c.GetGeneration() || o.GetAnnotations()[v1.AnnotationRequest] != c.GetAnnotations()[v1.AnnotationRequest] {
-				sup.Wake(client.ObjectKey{Namespace: c.GetNamespace(), Name: c.GetName()})
+			o, c := old.(*v1.MysqlCluster), cur.(*v1.MysqlCluster)
+			if o.Generation != c.Generation || o.Annotations[v1.AnnotationRequest] != c.Annotations[v1.AnnotationRequest] {
+				sup.Wake(client.ObjectKeyFromObject(c))
 			}
 			tell(cur, false)
 		},
 		DeleteFunc: func(obj any) { tell(obj, true) },
-	}); err != nil {
-		return nil, err
+	})
+	return err
+}
+
+// unwrapDeleted returns the object of a deletion the informer learnt of late.
+func unwrapDeleted(obj any) any {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return t.Obj
 	}
-	f.Start(ctx.Done())
-	go clusters.Run(ctx.Done())
-	return clusters.HasSynced, nil
+	return obj
 }
 
 // podChanged reports a change of a pod that can matter to its role: deletion begun, address,

@@ -1,6 +1,9 @@
 package orchestrate
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -124,8 +127,21 @@ func TestBuildStatefulSet(t *testing.T) {
 		t.Errorf("root password env %+v", env)
 	}
 	probe := strings.Join(ctr.ReadinessProbe.Exec.Command, " ")
-	if !strings.Contains(probe, `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb --protocol=socket -uroot`) || !strings.Contains(probe, "SELECT 1") {
+	if !strings.Contains(probe, `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb --protocol=socket -uroot`) || strings.Contains(probe, " -p") || strings.Contains(probe, "--password") {
 		t.Errorf("readiness probe must run SQL over the socket without a password argument: %s", probe)
+	}
+	// Run it (sh, with a stand-in client that answers as a server would): Ready only for a
+	// server with networking on, never for the entrypoint's temporary init server.
+	for answer, ready := range map[string]bool{"echo 0": true, "echo 1": false, "exit 1": false} {
+		bin := t.TempDir()
+		if err := os.WriteFile(filepath.Join(bin, "mariadb"), []byte("#!/bin/sh\n[ \"$MYSQL_PWD\" = s3cret ] || exit 1\n"+answer+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(ctr.ReadinessProbe.Exec.Command[0], ctr.ReadinessProbe.Exec.Command[1:]...)
+		cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "MARIADB_ROOT_PASSWORD=s3cret"}
+		if err := cmd.Run(); (err == nil) != ready {
+			t.Errorf("readiness with the client answering %q: err %v, want ready %v", answer, err, ready)
+		}
 	}
 	script := pod.InitContainers[0].Command[2]
 	for _, w := range []string{`ordinal="${HOSTNAME##*-}"`, "$((1000 + ordinal))", "/mnt/mysqlctl-config/mysqlctl.cnf /etc/mysql/conf.d/mysqlctl.cnf"} {

@@ -57,10 +57,13 @@ printf '[mysqld]\nserver_id = %%d\nreport_host = %%s\n' "$((%[4]d + ordinal))" "
 `, ConfigMountDir, ConfigFileName, ConfDir, ServerIDBase, HeadlessServiceName(c))
 }
 
-// probeCommand runs a SQL statement as root over the local socket. The password travels in
-// MYSQL_PWD, never on the command line (where ps would show it).
-func probeCommand(t flavorTools, sql string) []string {
-	return []string{"sh", "-c", fmt.Sprintf(`MYSQL_PWD="$%s" exec %s --protocol=socket -uroot -N -B -e '%s'`, t.rootPasswordEnv, t.client, sql)}
+// readinessCommand is Ready only for the server that serves clients (as root over the local
+// socket; the password travels in MYSQL_PWD, never on the command line, where ps would show it): the image entrypoint's
+// temporary server, which initialises an empty datadir, answers on the socket too but runs with
+// skip_networking, and a pod must not be Ready (nor bootstrap connect to it) until the real
+// server listens on the network.
+func readinessCommand(t flavorTools) []string {
+	return []string{"sh", "-c", fmt.Sprintf(`out=$(MYSQL_PWD="$%s" %s --protocol=socket -uroot -N -B -e 'SELECT @@skip_networking') && [ "$out" = 0 ]`, t.rootPasswordEnv, t.client)}
 }
 
 // BuildStatefulSet returns the StatefulSet. The rolling-update partition starts at the replica
@@ -148,10 +151,11 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 						Ports:        []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
 						VolumeMounts: mounts,
 						Resources:    c.Spec.Resources,
-						// Ready means the server answers SQL; whether it replicates correctly is
+						// Ready means the server answers SQL with networking on (not the
+						// entrypoint's temporary init server); whether it replicates correctly is
 						// proven separately by mysqlctl from replication evidence.
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: probeCommand(t, "SELECT 1")}},
+							ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
 							PeriodSeconds:    2,
 							TimeoutSeconds:   2,
 							FailureThreshold: 2,

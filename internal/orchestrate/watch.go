@@ -40,6 +40,12 @@ type Supervisor struct {
 	// Observer, when set, is told what the supervisor sees and decides (metrics), and every
 	// instance is observed for it every observeEvery.
 	Observer Observer
+	// Cache, when set, serves the clusters and pods the supervisor's checks read (an informer
+	// cache): one process can check many clusters every second without a request per check.
+	// Actions read afresh from the API server regardless.
+	Cache client.Reader
+
+	secrets secretMemo
 
 	mu         sync.Mutex
 	watchers   map[client.ObjectKey]*watcher
@@ -390,8 +396,7 @@ func (observeOnly) ValidUntil() time.Time { return time.Time{} }
 
 // tick checks the cluster once and acts on what it finds; it returns when to check again.
 func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
-	obs := w.s.Runner
-	obs.Lease = observeOnly{}
+	obs := w.observer()
 	c := &v1.MysqlCluster{}
 	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
 		return time.Second, err

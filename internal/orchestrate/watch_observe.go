@@ -62,7 +62,7 @@ func (w *watcher) observeLoop(ctx context.Context) {
 	for {
 		every := observeEvery
 		c := &v1.MysqlCluster{}
-		if err := w.s.Runner.Kube.Get(ctx, w.key, c); err == nil {
+		if err := w.observer().Kube.Get(ctx, w.key, c); err == nil {
 			every = max(every, detectionInterval(c))
 			// A pass that could not look (no pods listed, no Secret) changes nothing: the
 			// series keep their last values rather than vanish while something is wrong.
@@ -78,8 +78,7 @@ func (w *watcher) observeLoop(ctx context.Context) {
 
 // observeInstances observes every pod of the cluster in parallel, each within a short timeout.
 func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []InstanceView {
-	obs := w.s.Runner
-	obs.Lease = observeOnly{}
+	obs := w.observer()
 	pods, err := obs.pods(ctx, c)
 	if err != nil {
 		return nil

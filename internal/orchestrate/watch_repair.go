@@ -47,8 +47,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 	if w.failing.Load() {
 		return nil
 	}
-	obs := w.s.Runner
-	obs.Lease = observeOnly{}
+	obs := w.observer()
 	c := &v1.MysqlCluster{}
 	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
 		return nil //nolint:nilerr // the detector reports API errors

@@ -421,6 +421,7 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 		}
 		return nil
 	})
+	killed := time.Now()
 	_ = first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
 	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != stage {
@@ -441,6 +442,11 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 		t.Errorf("the second watch did not report resuming the failover:\n%s", second.output())
 	}
 	if elect {
+		for _, tr := range second.transitions(t) {
+			if tr.Action == "resume" && strings.Contains(tr.Reason, "continuing the failover") {
+				t.Logf("leader SIGKILLed at %s; the standby continued the failover %s later", killed.UTC().Format("15:04:05.000"), tr.Time.Sub(killed).Round(100*time.Millisecond))
+			}
+		}
 		if second.actions(t, "leader", "leading") != 1 {
 			t.Errorf("the second watch did not report leading once:\n%s", second.output())
 		}
