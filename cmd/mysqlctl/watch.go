@@ -78,7 +78,7 @@ abort run from another terminal hand their request to it (the mysqlctl.io/reques
 follow its progress and exit with its outcome; the outcome is kept in status.request.
 
 With --leader-elect, several watch processes (a Deployment's replicas, two terminals) elect a
-leader on a Lease and only the leader supervises; another takes over within 15s when it dies.
+leader on a Lease and only the leader supervises; another takes over about 15s after it dies.
 With --metrics-addr it serves Prometheus metrics on /metrics, and /healthz and /readyz (see
 manifests/monitoring/ for alert rules, manifests/watch/ for the in-cluster Deployment).
 
@@ -127,7 +127,7 @@ JSON object per line.`,
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Supervise every cluster in every namespace")
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Supervise only clusters with these labels (as kubectl -l)")
 	cmd.Flags().DurationVar(&o.Grace, "grace", 10*time.Second, "On SIGINT/SIGTERM, how long the stage in hand may take to finish")
-	cmd.Flags().BoolVar(&o.LeaderElect, "leader-elect", false, "Supervise only while this process leads (client-go leader election on a Lease): run two or more for a standby that takes over within 15s")
+	cmd.Flags().BoolVar(&o.LeaderElect, "leader-elect", false, "Supervise only while this process leads (client-go leader election on a Lease): run two or more for a standby that takes over about 15s after the leader dies")
 	cmd.Flags().StringVar(&o.LeaderLease, "leader-elect-lease", "", "With --leader-elect: the name of the Lease the watch processes elect their leader on (default: one per scope, mysqlctl.watch-leader for -A)")
 	cmd.Flags().StringVar(&o.LeaderNS, "leader-elect-namespace", "", "With --leader-elect: the namespace of that Lease (default: the namespace of -n, the kubeconfig, or the pod)")
 	cmd.Flags().StringVar(&o.MetricsAddr, "metrics-addr", "", "Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, for example 127.0.0.1:9090 or :9090 in a pod")
