@@ -43,10 +43,12 @@ func BenchmarkWatchManyClusters(b *testing.B) {
 	}()
 	for _, n := range sizes {
 		for len(names) < n {
-			batch := min(n-len(names), 3) // bootstraps in parallel, three at a time
+			var batch []string // bootstraps in parallel, three at a time
+			for i := range min(n-len(names), 3) {
+				batch = append(batch, fmt.Sprintf("bm%d", len(names)+i))
+			}
 			var wg sync.WaitGroup
-			for i := range batch {
-				name := fmt.Sprintf("bm%d", len(names)+i)
+			for _, name := range batch {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -65,9 +67,7 @@ func BenchmarkWatchManyClusters(b *testing.B) {
 			if b.Failed() || t.Failed() {
 				b.FailNow()
 			}
-			for i := range batch {
-				names = append(names, fmt.Sprintf("bm%d", len(names)+i))
-			}
+			names = append(names, batch...)
 		}
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
@@ -86,13 +86,16 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	for {
 		sc, err := scrapeMetrics(ctx, addr)
 		ready := 0
+		var waiting []string
 		if err == nil {
 			for _, n := range names {
 				cl := []string{"namespace", "default", "cluster", n}
-				if v, _ := sc.get("mysqlctl_cluster_supervised", cl...); v == 1 {
-					if up, _ := sc.get("mysqlctl_cluster_instances_up", cl...); up == 3 {
-						ready++
-					}
+				sup, _ := sc.get("mysqlctl_cluster_supervised", cl...)
+				up, _ := sc.get("mysqlctl_cluster_instances_up", cl...)
+				if sup == 1 && up == 3 {
+					ready++
+				} else {
+					waiting = append(waiting, fmt.Sprintf("%s: supervised %v, instances up %v", n, sup, up))
 				}
 			}
 		}
@@ -100,7 +103,7 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d clusters supervised with 3 instances up after 3 minutes (%v)\n%s", ready, len(names), err, w.stderr())
+			b.Fatalf("%d of %d clusters supervised with 3 instances up after 3 minutes (%v): %v\n%s\n%s", ready, len(names), err, waiting, w.output(), w.stderr())
 		}
 		time.Sleep(time.Second)
 	}
