@@ -52,7 +52,12 @@ func BenchmarkWatchManyClusters(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					appCluster(t, ctx, name, 3)
+					if name == "bm0" {
+						appCluster(t, ctx, name, 3) // the one the writer writes to
+					} else if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "8m"); res.code != 0 {
+						b.Errorf("create %s: exit %d\n%s", name, res.code, res.stderr)
+						return
+					}
 					c := getCluster(t, ctx, name)
 					c.Spec.Failover.Cooldown = &metav1.Duration{} // one failover per size, on the same cluster
 					if err := kube(t).Update(ctx, c); err != nil {
