@@ -35,7 +35,8 @@ type Config struct {
 	RigID string
 	// NodeName is the Node the agent registers (default "rig-node").
 	NodeName string
-	// Capacity is the Node's capacity and allocatable (default 8 CPUs, 16Gi memory, 32 pods).
+	// Capacity is the Node's capacity and allocatable (default 8 CPUs, 16Gi memory, 32 pods, or
+	// $MYSQLCTL_RIG_MAX_PODS pods).
 	Capacity corev1.ResourceList
 	// StorageClass is the name of the StorageClass the agent provisions (default "rig"); it is
 	// created as the default class.
@@ -94,10 +95,15 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		cfg.MaxRestartBackoff = 5 * time.Minute
 	}
 	if cfg.Capacity == nil {
+		pods := resource.MustParse("32")
+		// Benchmarks of many clusters need more (MYSQLCTL_RIG_MAX_PODS=96 for 30 clusters).
+		if q, err := resource.ParseQuantity(os.Getenv("MYSQLCTL_RIG_MAX_PODS")); err == nil && q.Sign() > 0 {
+			pods = q
+		}
 		cfg.Capacity = corev1.ResourceList{
 			corev1.ResourceCPU:              resource.MustParse("8"),
 			corev1.ResourceMemory:           resource.MustParse("16Gi"),
-			corev1.ResourcePods:             resource.MustParse("32"),
+			corev1.ResourcePods:             pods,
 			corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
 		}
 	}
