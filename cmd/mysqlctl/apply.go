@@ -106,7 +106,7 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return explainInvalid(err)
+		return cmdutil.ExplainAPIError(err)
 	}
 	if !o.Wait {
 		return nil

@@ -142,6 +142,31 @@ func TestCreateDryRunPrintsNoSecretsAndCreatesNothing(t *testing.T) {
 	if strings.Count(r.stdout, "PGdlbmVyYXRlZCBhdCBjcmVhdGUgdW5sZXNzIHRoZSBTZWNyZXQgZXhpc3RzPg==") != 7 {
 		t.Errorf("Secret data must be placeholders:\n%s", r.stdout)
 	}
+
+	// --dry-run=server: every object goes to the real API server with dryRun=All and comes back
+	// defaulted (a server-assigned uid, the StatefulSet's defaults); nothing is stored, and the
+	// Secret's generated passwords are never printed.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r = runK(t, "create", "srvdry", "--image", "mariadb:10.11", "-n", "default", "--dry-run=server")
+	if r.code != cmdutil.ExitOK {
+		t.Fatalf("--dry-run=server: exit %d: %s", r.code, r.stderr)
+	}
+	for _, w := range []string{"kind: MysqlCluster", "kind: Secret", "kind: StatefulSet", "kind: PodDisruptionBudget", "uid: ", "revisionHistoryLimit: 10"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("--dry-run=server output lacks %q", w)
+		}
+	}
+	if strings.Count(r.stdout, "PGdlbmVyYXRlZCBhdCBjcmVhdGUgdW5sZXNzIHRoZSBTZWNyZXQgZXhpc3RzPg==") != 7 {
+		t.Errorf("--dry-run=server: Secret data must be placeholders:\n%s", r.stdout)
+	}
+	c := kubeClient(t)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "srvdry"}, &v1.MysqlCluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("--dry-run=server stored the cluster (%v)", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "srvdry-credentials"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("--dry-run=server stored the Secret (%v)", err)
+	}
 }
 
 func TestApplyFromFile(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
-	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // CreateOptions holds the create command's flags.
@@ -360,10 +358,10 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	}
 	// Let the API server validate (CEL included) before anything is created.
 	if err := c.Create(ctx, cluster.DeepCopy(), client.DryRunAll); err != nil {
-		return explainInvalid(err)
+		return cmdutil.ExplainAPIError(err)
 	}
 	if err := c.Create(ctx, cluster); err != nil {
-		return explainInvalid(err)
+		return cmdutil.ExplainAPIError(err)
 	}
 	secretCreated, committed := false, false
 	defer func() {
@@ -447,7 +445,7 @@ func (o *CreateOptions) serverDryRun(ctx context.Context, c client.Client) error
 	}
 	cluster := o.Cluster.DeepCopy()
 	if err := c.Create(ctx, cluster, client.DryRunAll); err != nil {
-		return explainInvalid(err)
+		return cmdutil.ExplainAPIError(err)
 	}
 	// The server gave the cluster a UID (not stored): the owned objects reference it.
 	cluster.SetGroupVersionKind(v1.GroupVersion.WithKind("MysqlCluster"))
@@ -496,14 +494,4 @@ func (o *CreateOptions) printObjects(all []client.Object) error {
 		}
 	}
 	return nil
-}
-
-// explainInvalid shows the API server's validation message (the CEL messages are written for
-// people) without the Go error wrapping around it.
-func explainInvalid(err error) error {
-	var status apierrors.APIStatus
-	if apierrors.IsInvalid(err) && errors.As(err, &status) {
-		return outcome.Invalid("the API server refused the cluster: " + status.Status().Message)
-	}
-	return cmdutil.ExplainAPIError(err)
 }
