@@ -10,6 +10,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -184,7 +185,9 @@ func (m *Recorder) Refused(key client.ObjectKey) {
 
 // Instances implements orchestrate.Observer.
 func (m *Recorder) Instances(key client.ObjectKey, views []orchestrate.InstanceView) {
-	m.forgetInstances(key)
+	// Series are updated in place and only those that no longer apply are deleted: a scrape
+	// never finds an instance's series missing between two passes (which would restart the
+	// `for:` timers of the alerts on them).
 	up, errant := 0, 0
 	active := false
 	var names []string
@@ -201,22 +204,40 @@ func (m *Recorder) Instances(key client.ObjectKey, views []orchestrate.InstanceV
 		}
 		if v.Primary {
 			active = v.SemiSyncSourceActive
+		}
+		if v.Primary || !v.Up {
+			m.ioRunning.DeleteLabelValues(l...)
+			m.sqlRunning.DeleteLabelValues(l...)
+			m.lag.DeleteLabelValues(l...)
 			continue
 		}
-		if v.Up {
-			m.ioRunning.WithLabelValues(l...).Set(b(v.Replicating && v.IORunning))
-			m.sqlRunning.WithLabelValues(l...).Set(b(v.Replicating && v.SQLRunning))
-			if v.LagSeconds != nil {
-				m.lag.WithLabelValues(l...).Set(float64(*v.LagSeconds))
-			}
+		m.ioRunning.WithLabelValues(l...).Set(b(v.Replicating && v.IORunning))
+		m.sqlRunning.WithLabelValues(l...).Set(b(v.Replicating && v.SQLRunning))
+		if v.LagSeconds != nil {
+			m.lag.WithLabelValues(l...).Set(float64(*v.LagSeconds))
+		} else {
+			m.lag.DeleteLabelValues(l...)
 		}
 	}
 	m.mu.Lock()
+	old := m.insts[key]
 	m.insts[key] = names
 	m.mu.Unlock()
+	for _, n := range old {
+		if !slices.Contains(names, n) {
+			m.deleteInstance(key, n)
+		}
+	}
 	m.instancesUp.WithLabelValues(key.Namespace, key.Name).Set(float64(up))
 	m.semiSyncActive.WithLabelValues(key.Namespace, key.Name).Set(b(active))
 	m.errant.WithLabelValues(key.Namespace, key.Name).Set(float64(errant))
+}
+
+// deleteInstance deletes every per-instance series of one instance.
+func (m *Recorder) deleteInstance(key client.ObjectKey, name string) {
+	for _, g := range []*prometheus.GaugeVec{m.instanceUp, m.primaryRole, m.ioRunning, m.sqlRunning, m.lag} {
+		g.DeleteLabelValues(key.Namespace, key.Name, name)
+	}
 }
 
 // forgetInstances deletes the per-instance series of the cluster (an instance removed, or the
@@ -227,9 +248,7 @@ func (m *Recorder) forgetInstances(key client.ObjectKey) {
 	delete(m.insts, key)
 	m.mu.Unlock()
 	for _, n := range names {
-		for _, g := range []*prometheus.GaugeVec{m.instanceUp, m.primaryRole, m.ioRunning, m.sqlRunning, m.lag} {
-			g.DeleteLabelValues(key.Namespace, key.Name, n)
-		}
+		m.deleteInstance(key, n)
 	}
 	if names != nil {
 		m.instancesUp.DeleteLabelValues(key.Namespace, key.Name)

@@ -115,9 +115,14 @@ func TestRecorder(t *testing.T) {
 
 	// Instances: an instance that disappears leaves no series.
 	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1", Up: true, Replicating: true, IORunning: true, SQLRunning: true}})
+	// A replica that stops answering keeps instance_up (at 0) and loses its thread series.
+	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1"}})
+	if value(t, m.instanceUp.WithLabelValues("db", "shop", "shop-1")) != 0 || testutil.CollectAndCount(m.ioRunning) != 0 {
+		t.Error("a replica that does not answer must show instance_up 0 and no replication thread series")
+	}
 	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}})
-	if n := testutil.CollectAndCount(m.ioRunning); n != 0 {
-		t.Errorf("%d replication_io_running series after shop-1 went away, want 0", n)
+	if n := testutil.CollectAndCount(m.ioRunning) + testutil.CollectAndCount(m.instanceUp); n != 1 {
+		t.Errorf("%d io_running and instance_up series after shop-1 went away, want 1 (shop-0's instance_up)", n)
 	}
 	if value(t, m.semiSyncActive.WithLabelValues("db", "shop")) != 0 {
 		t.Error("semi-sync active without the primary reporting it")
