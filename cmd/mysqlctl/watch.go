@@ -147,6 +147,11 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeFn()
+	observeConnect, closePools, err := o.f.PooledConnector(o.Dialer)
+	if err != nil {
+		return err
+	}
+	defer closePools()
 	ns := ""
 	if !o.AllNamespaces {
 		if ns, err = o.f.Namespace(); err != nil {
@@ -168,8 +173,9 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 				fmt.Fprintf(ios.ErrOut, "[%6.1fs] %s %s %s\n", time.Since(start).Seconds(), op.ID, op.Type, op.Stage)
 			},
 		},
-		Report: out.print,
-		Grace:  o.Grace,
+		Report:         out.print,
+		Grace:          o.Grace,
+		ObserveConnect: observeConnect,
 	}
 	if stage := o.f.Getenv(failpointPauseAtStage); stage != "" {
 		// End-to-end tests: announce the stage, then hold until killed.

@@ -44,6 +44,10 @@ type Supervisor struct {
 	// cache): one process can check many clusters every second without a request per check.
 	// Actions read afresh from the API server regardless.
 	Cache client.Reader
+	// ObserveConnect, when set, is how the supervisor's checks and observations reach the
+	// servers (a pooled connector: a check every second costs one round trip, not a new
+	// login). Actions and the sentinel session use Runner.Connect regardless.
+	ObserveConnect Connector
 
 	secrets secretMemo
 
@@ -461,7 +465,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		ss.close()
 		j = failover.Judge(primary, v.oldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
 	} else if p := v.pods[primary]; p != nil {
-		w.watchSentinel(ctx, obs, p, creds)
+		w.watchSentinel(ctx, w.s.Runner, p, creds)
 		// The receiver fence's deadline counts from the last observation of the primary.
 		refresh := w.s.Runner
 		refresh.Lease = nil

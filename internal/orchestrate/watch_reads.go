@@ -87,10 +87,13 @@ func (m *secretMemo) get(ctx context.Context, c client.Reader, key client.Object
 }
 
 // observer is the Runner of the supervisor's looks: it holds no Lease (every mutation is
-// refused) and reads through cachedReads.
+// refused), reads through cachedReads and connects through ObserveConnect.
 func (w *watcher) observer() Runner {
 	obs := w.s.Runner
 	obs.Lease = observeOnly{}
 	obs.Kube = cachedReads{Client: obs.Kube, cache: w.s.Cache, secrets: &w.s.secrets}
+	if w.s.ObserveConnect != nil {
+		obs.Connect = w.s.ObserveConnect
+	}
 	return obs
 }
