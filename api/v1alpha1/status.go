@@ -518,8 +518,16 @@ type ErrantInstance struct {
 	Since *metav1.Time `json:"since,omitempty"`
 }
 
-// UpgradeStatus is the persisted state of a rolling upgrade.
+// UpgradeStatus is the persisted state of a rolling upgrade. It stays set from the upgrade's
+// first stage to its last, also while the primary's role is handed over by a switchover between
+// them; while it is set the PodDisruptionBudget allows no eviction.
 type UpgradeStatus struct {
+	// ID of the upgrade operation (it keeps its ID across the handoff switchover).
+	// +optional
+	ID string `json:"id,omitempty"`
+	// When the upgrade started (its duration counts from here, across the handoff).
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// Last barrier of the rolling upgrade passed: Preparing, TemplatePending, TemplateReady,
 	// ReplicasVerified or PrimaryReady.
 	Barrier UpgradeBarrier `json:"barrier"`
@@ -533,4 +541,16 @@ type UpgradeStatus struct {
 	// template.
 	// +optional
 	Partition *int32 `json:"partition,omitempty"`
+	// Pod being restarted on the new template, or whose barrier is being proven.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// Primary that hands its role over, by switchover, before its own pod restarts.
+	// +optional
+	HandoffFrom string `json:"handoffFrom,omitempty"`
+	// Replica the primary role is handed to: one already on the new template when there is one.
+	// +optional
+	HandoffTo string `json:"handoffTo,omitempty"`
+	// Pods restarted on the new template and proven so far, in order.
+	// +optional
+	Done []string `json:"done,omitempty"`
 }

@@ -31,7 +31,7 @@ func NewCmdResume(f *cmdutil.Factory, runF func(*ResumeOptions) error) *cobra.Co
 		Short: "Continue the operation recorded in a cluster's status",
 		Long: `Resume continues the operation an interrupted command left in the cluster's status (a killed
 laptop, a cancelled CI job) from exactly its recorded stage: a bootstrap, a converge, a
-switchover or a failover. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
+switchover, a failover or an upgrade. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
 actor stops renewing); an actor that is still alive is refused with exit code 5.`,
 		Example: example(f,
 			"# Continue whatever was interrupted",
@@ -61,6 +61,10 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	op := cluster.Status.Operation
+	if cluster.Status.Upgrade != nil && (op == nil || op.Type == orchestrate.OperationUpgrade || op.Type == orchestrate.OperationSwitchover) {
+		// An upgrade (its handoff switchover included) continues as a whole.
+		return (&UpgradeOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, Wait: o.Wait, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)
+	}
 	if op == nil {
 		fmt.Fprintf(o.f.IOStreams.Out, "nothing to resume: no operation is recorded on %s\n", cluster.Name)
 		return nil

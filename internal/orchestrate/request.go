@@ -21,6 +21,7 @@ import (
 const (
 	RequestSwitchover = OperationSwitchover
 	RequestFailover   = OperationFailover
+	RequestUpgrade    = OperationUpgrade
 	RequestResume     = "resume"
 	RequestAbort      = "abort"
 )
@@ -389,7 +390,13 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 			err = r.Switchover(ctx, w.key, SwitchoverOptions{To: req.To, CatchUpTimeout: catchUp, ResumeOnly: op != nil && op.Type == OperationSwitchover})
 		case RequestFailover:
 			err = r.Failover(ctx, w.key, FailoverOptions{To: req.To, Force: req.Force, Reason: req.Reason, CatchUpTimeout: catchUp, ResumeOnly: op != nil && op.Type == OperationFailover})
+		case RequestUpgrade:
+			err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: op != nil && op.Type == OperationUpgrade})
 		case RequestResume:
+			if cur.Status.Upgrade != nil && (op == nil || op.Type == OperationUpgrade || op.Type == OperationSwitchover) {
+				err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: true})
+				break
+			}
 			if op == nil {
 				msg = "nothing to resume: no operation is recorded on " + w.key.Name
 				return nil

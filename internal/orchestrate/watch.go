@@ -728,6 +728,8 @@ func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op 
 		return r.Switchover(ctx, key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
 	case OperationFailover:
 		return r.Failover(ctx, key, FailoverOptions{To: op.Target, ResumeOnly: true})
+	case OperationUpgrade:
+		return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true})
 	}
 	return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 }

@@ -235,3 +235,22 @@ func TestBuildStatusOfDeletedPod(t *testing.T) {
 		}
 	}
 }
+
+func TestReportedVersion(t *testing.T) {
+	for ref, want := range map[string]string{
+		"mariadb:10.11":                            "",
+		"mariadb:10.11.19":                         "",
+		"mariadb:10.11.6":                          "10.11.6-MariaDB-rig",
+		"mariadb:11.4":                             "11.4.0-MariaDB-rig",
+		"docker.io/library/mariadb:11.4.2-noble":   "11.4.2-MariaDB-rig",
+		"mariadb:10.6@sha256:abc":                  "10.6.0-MariaDB-rig",
+		"mariadb":                                  "",
+		"mariadb:latest":                           "",
+		"registry.local:5000/mariadb":              "",
+		"registry.local:5000/library/mariadb:11.8": "11.8.0-MariaDB-rig",
+	} {
+		if got := reportedVersion(ref, "10.11.19-MariaDB-0+deb12u1"); got != want {
+			t.Errorf("reportedVersion(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}

@@ -69,6 +69,9 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container, kind 
 		set("GOSU_VERSION", "1.17")
 		set("LANG", "C.UTF-8")
 		set("MARIADB_VERSION", "1:"+w.a.img.version)
+		if v := reportedVersion(c.Image, w.a.img.version); v != "" {
+			set("RIG_REPORTED_VERSION", v)
+		}
 	}
 	for _, src := range c.EnvFrom {
 		switch {

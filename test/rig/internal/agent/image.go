@@ -68,6 +68,36 @@ func classifyImage(imageRef string, command []string) (emulated, error) {
 	}
 }
 
+// reportedVersion is the version a server of image ref reports when its tag names another
+// version than the host's mariadbd: the rig runs one MariaDB build for every tag, and makes the
+// server report the tag's version (mariadbd --version=…) so that version rules can be tested.
+// mariadb:11.4 reports 11.4.0-MariaDB-rig, mariadb:11.4.2 reports 11.4.2-MariaDB-rig; a tag of the
+// host's series (mariadb:10.11 on a 10.11.19 host), or of its exact version, or without a version
+// reports the host's own version ("").
+func reportedVersion(ref, host string) string {
+	repo := ref
+	if i := strings.Index(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	}
+	i := strings.LastIndex(repo, ":")
+	if i <= strings.LastIndex(repo, "/") {
+		return ""
+	}
+	m := regexp.MustCompile(`^(\d+)\.(\d+)(?:\.(\d+))?`).FindStringSubmatch(repo[i+1:])
+	h := regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`).FindStringSubmatch(host)
+	if m == nil || h == nil {
+		return ""
+	}
+	if m[1] == h[1] && m[2] == h[2] && (m[3] == "" || m[3] == h[3]) {
+		return ""
+	}
+	patch := m[3]
+	if patch == "" {
+		patch = "0"
+	}
+	return m[1] + "." + m[2] + "." + patch + "-MariaDB-rig"
+}
+
 // prepareImage writes the emulated image's files under dir and makes sure the datadir template exists
 // (built once per mariadbd version under cacheDir and reused by later rigs).
 func prepareImage(ctx context.Context, dir, cacheDir string) (*image, error) {

@@ -246,4 +246,9 @@ if [ ! -d "$DATADIR/mysql" ]; then
 	mysql_note "MariaDB init process done. Ready for start up."
 fi
 
+# The rig runs one MariaDB build for every tag; a tag of another version makes the server report
+# that version (see reportedVersion in image.go).
+if [ -n "${RIG_REPORTED_VERSION:-}" ]; then
+	set -- "$@" "--version=$RIG_REPORTED_VERSION"
+fi
 exec "$@"

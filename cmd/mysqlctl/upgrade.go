@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// UpgradeOptions holds the upgrade command's flags.
+type UpgradeOptions struct {
+	f *cmdutil.Factory
+
+	Name       string
+	Image      string
+	Timeout    time.Duration
+	Dialer     string
+	Wait       bool
+	Plan       planFlags
+	resumeOnly bool
+}
+
+// NewCmdUpgrade rolls a new pod template (image, configuration, resources) out.
+func NewCmdUpgrade(f *cmdutil.Factory, runF func(*UpgradeOptions) error) *cobra.Command {
+	o := &UpgradeOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "upgrade NAME [--image IMAGE]",
+		Short: "Restart every instance on a new image or configuration, replicas first, primary last",
+		Long: `Upgrade rolls the cluster's pod template out one pod at a time: a new image (--image), or a
+changed mysqlConfig or resources already in the spec. The StatefulSet holds every pod back until
+upgrade lowers its partition, one pod at a time, each step recorded in the cluster's status:
+
+  Preparing         the cluster is healthy; the version rules hold against what the servers
+                    report (no downgrade across a series, MySQL 8.0 to 8.4 only from 8.0.37, no
+                    LTS skipped, MariaDB upward only, no change of product)
+  TemplatePending   the next pod (replicas first, highest ordinal first) restarts on the new template
+  TemplateReady     its barrier: it runs the version its image promises, replicates from the primary
+                    with both threads running, has applied everything the primary had, and
+                    acknowledges semi-sync when the spec asks; readiness alone is not enough
+  ReplicasVerified  the primary's pod is next: its role moves first, by a switchover of its own
+                    (fence, catch up, promote) to a replica already on the new template
+  PrimaryReady      every pod runs the new template and the cluster is healthy
+
+A barrier that does not hold within 5 minutes stops the rollout with the reason (exit code 4);
+nothing restarts after it. 'resume NAME' continues an interrupted or stopped upgrade from
+Preparing; writes stop only during the handoff switchover.`,
+		Example: example(f,
+			"# Move the cluster to MariaDB 11.4",
+			"%[1]s upgrade demo --image mariadb:11.4",
+			"# Show the order of restarts, the version checks and the switchover target, changing nothing",
+			"%[1]s upgrade demo --image mariadb:11.4 --dry-run",
+			"# Roll out a mysqlConfig change applied with 'apply -f'",
+			"%[1]s upgrade demo"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if o.Timeout <= 0 {
+				return cmdutil.FlagErrorf("--timeout must be positive")
+			}
+			if err := o.Plan.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Image, "image", "", "The image to move to, with a version tag (for example mariadb:11.4); default: the spec's image")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long the whole upgrade may take")
+	addDialerFlag(cmd, &o.Dialer)
+	addPlanFlags(cmd, &o.Plan)
+	addWaitFlag(cmd, &o.Wait)
+	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	return cmd
+}
+
+// Run checks the image, records it in the spec and rolls it out (or resumes the recorded upgrade).
+func (o *UpgradeOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	if o.Image != "" {
+		if _, err := failover.ParseImage(o.Image); err != nil {
+			return fmt.Errorf("%w: %w", outcome.ErrInvalid, err)
+		}
+	}
+	if o.Plan.dryRun() || (o.Image != "" && o.Image != cluster.Spec.Image) {
+		// The version rules are checked against the servers before anything changes.
+		var p orchestrate.UpgradePlan
+		if _, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
+			p, err = r.PlanUpgrade(ctx, key, o.Image)
+			return orchestrate.Plan{}, err
+		}); err != nil {
+			return err
+		}
+		if o.Plan.dryRun() {
+			return printUpgradePlan(o.f.IOStreams.Out, o.Plan.Output, p)
+		}
+		if p.Refusal != "" {
+			return fmt.Errorf("%w: upgrade of %s to %s refused, nothing was changed: %s", outcome.ErrUnsafe, cluster.Name, p.Image, p.Refusal)
+		}
+		if err := o.setImage(ctx, cluster); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	req := v1.Request{Type: orchestrate.RequestUpgrade}
+	if o.resumeOnly {
+		req = v1.Request{Type: orchestrate.RequestResume}
+	}
+	if _, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+		return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: o.resumeOnly})
+	}); err != nil {
+		return err
+	}
+	_, after, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationUpgrade, time.Since(start))
+	return nil
+}
+
+// setImage records the new image in the spec; the StatefulSet's partition keeps every pod on
+// the old one until the upgrade moves it.
+func (o *UpgradeOptions) setImage(ctx context.Context, cluster *v1.MysqlCluster) error {
+	c, err := o.f.Client()
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Image = o.Image
+	if err := c.Patch(ctx, cluster, patch); err != nil {
+		return fmt.Errorf("setting spec.image of %s: %w", cluster.Name, cmdutil.ExplainAPIError(err))
+	}
+	return nil
+}
+
+func printUpgradePlan(w io.Writer, format string, p orchestrate.UpgradePlan) error {
+	if format != "text" {
+		return cmdutil.PrintStructured(w, format, p)
+	}
+	fmt.Fprintf(w, "Plan for upgrade of %s to %s (dry run: nothing was changed)\n", p.Cluster, p.Image)
+	fmt.Fprintf(w, "  primary:    %s\n", p.Primary)
+	for i, v := range p.Versions {
+		label := "  versions:   "
+		if i > 0 {
+			label = "              "
+		}
+		fmt.Fprintf(w, "%s%s\n", label, v)
+	}
+	if p.VersionCheck != "" {
+		fmt.Fprintf(w, "  check:      %s\n", p.VersionCheck)
+	}
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "  step %d:     %s\n", i+1, s)
+	}
+	if p.Refusal != "" {
+		fmt.Fprintf(w, "  refused:    %s\n", p.Refusal)
+		return fmt.Errorf("%w: %s", outcome.ErrUnsafe, p.Refusal)
+	}
+	return nil
+}
