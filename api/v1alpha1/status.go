@@ -522,7 +522,7 @@ type ErrantInstance struct {
 // first stage to its last, also while the primary's role is handed over by a switchover between
 // them; while it is set the PodDisruptionBudget allows no eviction.
 type UpgradeStatus struct {
-	// ID of the upgrade operation (it keeps its ID across the handoff switchover).
+	// Identifier of the upgrade operation (it keeps it across the handoff switchover).
 	// +optional
 	ID string `json:"id,omitempty"`
 	// When the upgrade started (its duration counts from here, across the handoff).
@@ -541,7 +541,7 @@ type UpgradeStatus struct {
 	// template.
 	// +optional
 	Partition *int32 `json:"partition,omitempty"`
-	// Pod being restarted on the new template, or whose barrier is being proven.
+	// Name of the pod being restarted on the new template, or whose barrier is being proven.
 	// +optional
 	Pod string `json:"pod,omitempty"`
 	// Primary that hands its role over, by switchover, before its own pod restarts.
@@ -553,4 +553,15 @@ type UpgradeStatus struct {
 	// Pods restarted on the new template and proven so far, in order.
 	// +optional
 	Done []string `json:"done,omitempty"`
+	// Hash of the pod template the upgrade rolls out: the partition holds only for it.
+	// +optional
+	TemplateHash string `json:"templateHash,omitempty"`
+	// Set once an abort ended the rollout: the partition keeps holding where it stopped (pods
+	// keep the template they run, also when recreated) until 'upgrade' continues it.
+	// +optional
+	Held bool `json:"held,omitempty"`
+	// Set by abort: the rollout ends, as Aborted, once the pod in flight has passed its barrier;
+	// no further pod restarts.
+	// +optional
+	Stopping bool `json:"stopping,omitempty"`
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +62,12 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	op := cluster.Status.Operation
-	if cluster.Status.Upgrade != nil && (op == nil || op.Type == orchestrate.OperationUpgrade || op.Type == orchestrate.OperationSwitchover) {
+	if up := cluster.Status.Upgrade; up != nil && up.Held && op == nil {
+		fmt.Fprintf(o.f.IOStreams.Out, "nothing to resume: the upgrade %s of %s was aborted (pods on the new template: %s); run '%s upgrade %s' to continue it\n",
+			up.ID, cluster.Name, strings.Join(up.Done, ", "), o.f.DisplayName, cluster.Name)
+		return nil
+	}
+	if cluster.Status.Upgrade != nil && (op == nil || op.Type == orchestrate.OperationUpgrade || orchestrate.IsHandoff(cluster, op)) {
 		// An upgrade (its handoff switchover included) continues as a whole.
 		return (&UpgradeOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, Wait: o.Wait, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)
 	}

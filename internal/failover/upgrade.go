@@ -180,3 +180,18 @@ func NextRollStep(updated []bool, primary int) RollStep {
 		return RollStep{Handoff: true, HandoffTo: 0}
 	}
 }
+
+// CheckUpgradeAll is CheckUpgrade against every instance's version: the target may be below
+// none of them (no instance is downgraded) and must be reachable from each (the oldest decides
+// the 8.0.37 rule and the LTS steps).
+func CheckUpgradeAll(running []topology.Flavor, to ImagePromise) string {
+	if len(running) == 0 {
+		return CheckUpgrade(topology.Flavor{}, to)
+	}
+	for _, f := range running {
+		if why := CheckUpgrade(f, to); why != "" {
+			return why
+		}
+	}
+	return ""
+}

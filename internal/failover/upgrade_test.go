@@ -152,3 +152,26 @@ func TestNextRollStep(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckUpgradeAllRefusesDowngradingAnyInstance(t *testing.T) {
+	maria := func(v string) topology.Flavor { return flavorOf(t, v+"-MariaDB", "") }
+	mysql := func(v string) topology.Flavor { return flavorOf(t, v, "MySQL Community Server - GPL") }
+	for _, c := range []struct {
+		running []topology.Flavor
+		image   string
+		ok      bool
+	}{
+		{[]topology.Flavor{maria("11.4.2"), maria("10.11.9")}, "mariadb:10.11", false}, // 11.4 would go back
+		{[]topology.Flavor{maria("11.4.2"), maria("10.11.9")}, "mariadb:11.2", false},
+		{[]topology.Flavor{maria("11.4.2"), maria("10.11.9")}, "mariadb:11.4", true},
+		{[]topology.Flavor{mysql("8.4.3"), mysql("8.0.40")}, "mysql:8.0.40", false},
+		{[]topology.Flavor{mysql("8.0.36"), mysql("8.0.40")}, "mysql:8.4", false}, // the oldest is below 8.0.37
+		{[]topology.Flavor{mysql("8.0.37"), mysql("8.0.40")}, "mysql:8.4", true},
+		{nil, "mysql:8.4", false},
+	} {
+		p, _ := ParseImage(c.image)
+		if why := CheckUpgradeAll(c.running, p); (why == "") != c.ok {
+			t.Errorf("%v -> %s: %q, want allowed %v", c.running, c.image, why, c.ok)
+		}
+	}
+}

@@ -74,6 +74,9 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 		return "", err
 	}
 	op := c.Status.Operation
+	if op == nil && c.Status.Upgrade != nil {
+		return r.abortUpgrade(ctx, c)
+	}
 	if op == nil {
 		return nothingToAbort(key), nil
 	}
@@ -89,6 +92,9 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 		if op = c.Status.Operation; op == nil {
 			return nothingToAbort(key), nil
 		}
+	}
+	if op.Type == OperationUpgrade {
+		return r.abortUpgrade(ctx, c)
 	}
 	if op.Type == OperationConverge {
 		// A converge never changes the primary: ending it undoes nothing and loses nothing.
@@ -140,6 +146,10 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	}
 	if err := r.Kube.Get(ctx, key, c); err != nil {
 		return "", err
+	}
+	if c.Status.Upgrade != nil && c.Status.Operation == nil {
+		// The handoff switchover of an upgrade was rolled back: the upgrade ends too.
+		return r.abortUpgrade(ctx, c)
 	}
 	for _, h := range c.Status.History {
 		if h.Type == op.Type {

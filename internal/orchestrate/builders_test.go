@@ -171,12 +171,26 @@ func TestBuildStatefulSet(t *testing.T) {
 	if n := my.Spec.Template.Spec.Containers[0].Env[0].Name; n != "MYSQL_ROOT_PASSWORD" {
 		t.Errorf("mysql root password env %s", n)
 	}
-	// An upgrade in progress drives the partition.
-	up, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) {
-		c.Status.Upgrade = &v1.UpgradeStatus{Barrier: v1.UpgradeTemplateReady, Partition: ptr.To[int32](1)}
-	}))
-	if *up.Spec.UpdateStrategy.RollingUpdate.Partition != 1 {
-		t.Errorf("upgrade partition not applied: %d", *up.Spec.UpdateStrategy.RollingUpdate.Partition)
+	// An upgrade in progress drives the partition, for the template it rolls out only: a
+	// template changed meanwhile restarts nothing (partition = replicas) until the upgrade
+	// adopts it.
+	hash, err := TemplateHash(testCluster())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		image, hash string
+		want        int32
+	}{{"", hash, 1}, {"mariadb:11.8", hash, 3}, {"", "", 3}} {
+		up, _ := BuildStatefulSet(testCluster(func(cl *v1.MysqlCluster) {
+			if c.image != "" {
+				cl.Spec.Image = c.image
+			}
+			cl.Status.Upgrade = &v1.UpgradeStatus{Barrier: v1.UpgradeTemplateReady, Partition: ptr.To[int32](1), TemplateHash: c.hash}
+		}))
+		if got := *up.Spec.UpdateStrategy.RollingUpdate.Partition; got != c.want {
+			t.Errorf("image %q, recorded hash %q: partition %d, want %d", c.image, c.hash, got, c.want)
+		}
 	}
 	// The config hash follows my.cnf and nothing else.
 	other, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = map[string]string{"max_connections": "9"} }))

@@ -210,7 +210,7 @@ var errRequestGone = errors.New("the request is no longer this supervisor's")
 // historyOf returns the history record of the operation request id started, if it finished.
 func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
 	for i := range c.Status.History {
-		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover) {
+		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover || h.Type == OperationUpgrade) {
 			return h
 		}
 	}
@@ -393,7 +393,7 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 		case RequestUpgrade:
 			err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: op != nil && op.Type == OperationUpgrade})
 		case RequestResume:
-			if cur.Status.Upgrade != nil && (op == nil || op.Type == OperationUpgrade || op.Type == OperationSwitchover) {
+			if cur.Status.Upgrade != nil && (op == nil || op.Type == OperationUpgrade || isHandoff(cur, op)) {
 				err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: true})
 				break
 			}

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -85,9 +86,6 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 		replicas = 3
 	}
 	partition := replicas
-	if c.Status.Upgrade != nil && c.Status.Upgrade.Partition != nil {
-		partition = *c.Status.Upgrade.Partition
-	}
 	grace := int64(60)
 	fsGroup := int64(999)
 	noLinks := false
@@ -192,7 +190,34 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 			}},
 		},
 	}
+	// The partition an upgrade lowered holds only for the template that upgrade rolls out: a
+	// template changed meanwhile (a new image or configuration applied in the middle) gets
+	// partition = replicas, so it restarts nothing, the primary included, until the upgrade
+	// adopts it in its Preparing stage.
+	if up := c.Status.Upgrade; up != nil && up.Partition != nil && up.TemplateHash == templateHash(sts) {
+		partition = *up.Partition
+	}
 	return sts, nil
+}
+
+// templateHash identifies a pod template.
+func templateHash(sts *appsv1.StatefulSet) string {
+	b, err := json.Marshal(sts.Spec.Template)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// TemplateHash is the hash of the pod template the cluster's spec makes (status.upgrade records
+// the one an upgrade rolls out).
+func TemplateHash(c *v1.MysqlCluster) (string, error) {
+	sts, err := BuildStatefulSet(c)
+	if err != nil {
+		return "", err
+	}
+	return templateHash(sts), nil
 }
 
 func storageSize(c *v1.MysqlCluster) string {

@@ -2,7 +2,9 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,6 +63,8 @@ func (r *Runner) Upgrade(ctx context.Context, key client.ObjectKey, opts Upgrade
 		}
 		op, up := c.Status.Operation, c.Status.Upgrade
 		switch {
+		case op == nil && up != nil && up.Held && !started && opts.ResumeOnly:
+			return fmt.Errorf("%w: the upgrade %s was aborted (pods on the new template: %s); run 'upgrade %s' to continue it", ErrAborted, up.ID, orNone(up.Done), c.Name)
 		case op == nil && up != nil && (!started || up.HandoffFrom != ""):
 			// Between the upgrade's own stages: the primary's role is being handed over, or a
 			// stopped upgrade is continued.
@@ -71,6 +75,7 @@ func (r *Runner) Upgrade(ctx context.Context, key client.ObjectKey, opts Upgrade
 			continue
 		case op == nil:
 			if started || opts.ResumeOnly {
+				_ = syncPDB(ctx, r.Kube, c)
 				return upgradeResult(c)
 			}
 			if err := r.beginUpgrade(ctx, c, ""); err != nil {
@@ -78,7 +83,7 @@ func (r *Runner) Upgrade(ctx context.Context, key client.ObjectKey, opts Upgrade
 			}
 			started = true
 			continue
-		case op.Type == OperationSwitchover && up != nil:
+		case isHandoff(c, op):
 			started = true
 			if err := r.Switchover(ctx, key, SwitchoverOptions{To: op.Target, ResumeOnly: true}); err != nil {
 				return handoffFailed(c, err)
@@ -107,6 +112,7 @@ func (r *Runner) beginUpgrade(ctx context.Context, c *v1.MysqlCluster, id string
 		id = fmt.Sprintf("upgrade-%d", now.Unix())
 	}
 	op := v1.OperationStatus{ID: id, Type: OperationUpgrade, Stage: StageUpgradePreparing, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
+	defer func() { _ = syncPDB(ctx, r.Kube, c) }() // no eviction from here until the upgrade ends
 	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		if s.Upgrade == nil {
 			s.Upgrade = &v1.UpgradeStatus{ID: id, Barrier: v1.UpgradePreparing, ToImage: c.Spec.Image}
@@ -116,7 +122,7 @@ func (r *Runner) beginUpgrade(ctx context.Context, c *v1.MysqlCluster, id string
 		if s.Upgrade.StartedAt == nil {
 			s.Upgrade.StartedAt = &now
 		}
-		s.Upgrade.HandoffFrom, s.Upgrade.HandoffTo = "", ""
+		s.Upgrade.HandoffFrom, s.Upgrade.HandoffTo, s.Upgrade.Held = "", "", false
 		s.Operation.StartedAt = op.StartedAt
 		s.Phase = v1.PhaseUpgrading
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Upgrading", Message: "rolling upgrade in progress"})
@@ -130,7 +136,11 @@ func (r *Runner) upgradeBetween(ctx context.Context, c *v1.MysqlCluster) error {
 	up := c.Status.Upgrade
 	if up.HandoffFrom != "" && c.Status.CurrentPrimary == up.HandoffFrom {
 		r.event(ctx, c, false, "UpgradeHandoff", fmt.Sprintf("upgrade %s: switching the primary over from %s to %s before its pod restarts", up.ID, up.HandoffFrom, up.HandoffTo))
-		if err := r.Switchover(ctx, client.ObjectKeyFromObject(c), SwitchoverOptions{To: up.HandoffTo}); err != nil {
+		// The handoff is a switchover of its own in the history, not the answer to the request
+		// that began the upgrade (if any).
+		sw := *r
+		sw.RequestID = ""
+		if err := sw.Switchover(ctx, client.ObjectKeyFromObject(c), SwitchoverOptions{To: up.HandoffTo}); err != nil {
 			return handoffFailed(c, err)
 		}
 	}
@@ -156,12 +166,13 @@ func upgradeResult(c *v1.MysqlCluster) error {
 // upgradeKind runs an upgrade.
 var upgradeKind = &operationKind{
 	stages: []namedStage{
-		{StageUpgradePreparing, (*Runner).upPreparing},
-		{StageTemplatePending, (*Runner).upTemplatePending},
-		{StageTemplateReady, (*Runner).upTemplateReady},
+		{StageUpgradePreparing, bounded((*Runner).upPreparing)},
+		{StageTemplatePending, bounded((*Runner).upTemplatePending)},
+		{StageTemplateReady, bounded((*Runner).upTemplateReady)},
 		{StageReplicasVerified, (*Runner).upReplicasVerified},
-		{StagePrimaryReady, (*Runner).upPrimaryReady},
+		{StagePrimaryReady, bounded((*Runner).upPrimaryReady)},
 	},
+	guard:  (*Runner).upGuard,
 	bounds: map[string]time.Duration{StageUpgradePreparing: upgradeBarrierBound, StageTemplatePending: upgradeBarrierBound, StageTemplateReady: upgradeBarrierBound, StagePrimaryReady: upgradeBarrierBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		if x.c.Status.Upgrade == nil {
@@ -184,18 +195,34 @@ var upgradeKind = &operationKind{
 	},
 }
 
-// applyTemplate applies the StatefulSet with the partition status.upgrade records and returns
-// it once the controller has observed it (its update revision is then the current template's).
+// applyTemplate applies the configuration the pods start with and the StatefulSet with the
+// partition status.upgrade records, and returns the StatefulSet once the controller has
+// observed it (its update revision is then the current template's).
 func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
+	cm, err := BuildConfigMap(c)
+	if err != nil {
+		return nil, err
+	}
 	sts, err := BuildStatefulSet(c)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.guard("apply the StatefulSet of " + c.Name); err != nil {
-		return nil, err
-	}
-	if _, err := Apply(ctx, r.Kube, sts); err != nil {
-		return nil, err
+	for _, o := range []client.Object{cm, sts} {
+		deadline, err := r.guard("apply the " + o.GetObjectKind().GroupVersionKind().Kind + " of " + c.Name)
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if !deadline.IsZero() {
+			// A write still in flight when the lease runs out is cut off: a paused actor that
+			// wakes after losing the cluster cannot land a template another actor replaced.
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		_, err = Apply(actx, r.Kube, o)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	live := &appsv1.StatefulSet{}
 	if err := r.Kube.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
@@ -240,4 +267,82 @@ func (r *Runner) stopUpgrade(ctx context.Context, x *stageEnv, reason string, de
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "UpgradeStopped", Message: msg})
 		}
 	}, nil
+}
+
+// abortUpgrade stops an upgrade before its next pod. A pod in flight (restarting, or restarted
+// and not yet proven) is first carried through its barrier, so that the cluster is left
+// consistent: every pod replicating, some on the new template and some on the old. The partition
+// keeps holding where the rollout stopped (status.upgrade stays, marked Held), so that no pod
+// changes template, also when recreated, until 'upgrade' continues the rollout.
+func (r *Runner) abortUpgrade(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	op, key, up := c.Status.Operation, client.ObjectKeyFromObject(c), c.Status.Upgrade
+	if up.Held && op == nil {
+		return nothingToAbort(key), nil
+	}
+	if op != nil && (op.Stage == StageTemplatePending || op.Stage == StageTemplateReady) {
+		msg := fmt.Sprintf("abort asked by %s: the rollout stops once %s has passed its barrier", r.Holder, up.Pod)
+		if err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
+			s.Upgrade.Stopping, s.Operation.Message = true, msg
+		}); err != nil {
+			return "", err
+		}
+		if err := r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true}); err != nil && !errors.Is(err, ErrAborted) {
+			return "", err
+		}
+		if err := r.Kube.Get(ctx, key, c); err != nil {
+			return "", err
+		}
+		return lastMessage(c, OperationUpgrade), nil
+	}
+	msg := fmt.Sprintf("upgrade aborted by %s before its next pod; pods on the new template: %s; the others keep the old one until the next 'upgrade %s'", r.Holder, orNone(up.Done), c.Name)
+	if _, err := r.guard("abort the upgrade of " + c.Name); err != nil {
+		return "", err
+	}
+	now := r.now()
+	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Upgrade == nil || s.Upgrade.ID != up.ID {
+			return errLostRace
+		}
+		if s.Operation == nil {
+			start := metav1.NewTime(now)
+			if s.Upgrade.StartedAt != nil {
+				start = *s.Upgrade.StartedAt
+			}
+			s.Operation = &v1.OperationStatus{ID: up.ID, Type: OperationUpgrade, StartedAt: start}
+		} else if s.Operation.Type != OperationUpgrade || s.Operation.Holder != r.Holder || s.Operation.Epoch != r.Epoch {
+			return errLostRace
+		}
+		finish(s, now, "Aborted", msg, 0)
+		s.Upgrade.Held, s.Upgrade.Stopping, s.Upgrade.Pod, s.Upgrade.HandoffFrom, s.Upgrade.HandoffTo = true, false, "", "", ""
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	r.event(ctx, c, true, "UpgradeAborted", msg)
+	return msg, nil
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// isHandoff reports whether op is the handoff switchover of the upgrade recorded in status (a
+// switchover a person started during a stopped upgrade is not).
+func isHandoff(c *v1.MysqlCluster, op *v1.OperationStatus) bool {
+	up := c.Status.Upgrade
+	return up != nil && op != nil && op.Type == OperationSwitchover && up.HandoffFrom != "" && op.Target == up.HandoffTo
+}
+
+// IsHandoff is isHandoff for commands.
+func IsHandoff(c *v1.MysqlCluster, op *v1.OperationStatus) bool { return isHandoff(c, op) }
+
+// handoffPending reports an upgrade between its own stages whose handoff switchover has not
+// begun (or has finished) and whose next part is not recorded yet.
+func handoffPending(c *v1.MysqlCluster) bool {
+	up := c.Status.Upgrade
+	return c.Status.Operation == nil && up != nil && up.HandoffFrom != ""
 }

@@ -53,19 +53,28 @@ func (r *Runner) PlanUpgrade(ctx context.Context, key client.ObjectKey, image st
 	if err != nil {
 		return p, err
 	}
-	x := &stageEnv{c: c, members: members, ss: r.openSessions(ctx, members, creds)}
+	x := &stageEnv{c: c, members: members, byName: map[string]instance{}, ss: r.openSessions(ctx, members, creds)}
 	defer x.ss.close()
-	from, versions, err := r.upVersions(x)
+	for _, m := range members {
+		x.byName[m.pod.Name] = m
+	}
+	versions, err := r.upVersions(x)
 	if err != nil {
 		p.Refusal = err.Error()
 		return p, nil
 	}
-	p.Versions = versions
-	if why := failover.CheckUpgrade(from, promise); why != "" {
+	for _, v := range versions {
+		p.Versions = append(p.Versions, v.name+" "+v.flavor.String())
+	}
+	if c.Spec.Replicas < 2 {
+		p.Refusal = "a single instance cannot restart without stopping writes, and upgrade never restarts a primary in place: scale to 2 or more instances first"
+		return p, nil
+	}
+	if why := failover.CheckUpgradeAll(flavors(versions), promise); why != "" {
 		p.Refusal, p.VersionCheck = why, "refused"
 		return p, nil
 	}
-	p.VersionCheck = fmt.Sprintf("%s to %s: allowed", from, promise)
+	p.VersionCheck = fmt.Sprintf("%s to %s: allowed", versionList(versions), promise)
 	updated, primary, err := r.planRollState(ctx, c)
 	if err != nil {
 		return p, err

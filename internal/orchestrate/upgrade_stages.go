@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,49 +17,71 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
-// upPreparing proves the cluster healthy and the version rules kept, then decides the next step
-// from what the pods run. Every part of an upgrade (the first, the one after the handoff, a
-// resumed one) starts here, so every decision is made from the pods as they are.
+// upPreparing proves the cluster healthy and the version rules kept, adopts the pod template the
+// spec makes now, then decides the next step from what the pods run. Every part of an upgrade
+// (the first, the one after the handoff, a resumed one) starts here, so every decision is made
+// from the pods as they are.
 func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c := x.c
-	sts, err := r.applyTemplate(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
-	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
-		return r.upWait(ctx, x, why, err)
+	if c.Spec.Replicas < 2 {
+		return r.stopUpgrade(ctx, x, "a single instance cannot restart without stopping writes, and upgrade never restarts a primary in place: scale to 2 or more instances first", false)
 	}
 	promise, err := failover.ParseImage(c.Spec.Image)
 	if err != nil {
 		return r.stopUpgrade(ctx, x, err.Error(), false)
 	}
-	from, versions, err := r.upVersions(x)
+	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
+		return "", nil, notYetOr(why, err)
+	}
+	versions, err := r.upVersions(x)
 	if err != nil {
 		return "", nil, err
 	}
-	if why := failover.CheckUpgrade(from, promise); why != "" {
+	if why := failover.CheckUpgradeAll(flavors(versions), promise); why != "" {
 		return r.stopUpgrade(ctx, x, why, false)
 	}
-	x.op.Message = "versions: " + strings.Join(versions, ", ")
-	from0 := ""
-	if p := x.byName[c.Status.CurrentPrimary].pod; p != nil && !podUpdated(p, sts) {
-		from0 = containerImage(p)
+	hash, err := TemplateHash(c)
+	if err != nil {
+		return "", nil, err
+	}
+	adopt := func(s *v1.MysqlClusterStatus) {}
+	if up := c.Status.Upgrade; up.TemplateHash != hash {
+		// A template not rolled out before (the first Preparing, or the spec changed while the
+		// upgrade was stopped): every pod is proven again, starting from partition = replicas.
+		c.Status.Upgrade.TemplateHash, c.Status.Upgrade.Partition, c.Status.Upgrade.Done = hash, nil, nil
+		adopt = func(s *v1.MysqlClusterStatus) {
+			s.Upgrade.TemplateHash, s.Upgrade.Partition, s.Upgrade.Done = hash, nil, nil
+		}
+	}
+	from := ""
+	if p := x.byName[c.Status.CurrentPrimary].pod; p != nil {
+		from = containerImage(p)
 	}
 	next, change, err := r.upNext(ctx, x)
+	msg := "versions: " + versionList(versions)
 	return next, func(s *v1.MysqlClusterStatus) {
-		if s.Upgrade.FromImage == "" {
-			s.Upgrade.FromImage = from0
+		adopt(s)
+		if s.Upgrade.FromImage == "" && from != c.Spec.Image {
+			s.Upgrade.FromImage = from
 		}
 		s.Upgrade.ToImage = c.Spec.Image
 		if change != nil {
 			change(s)
 		}
+		if s.Operation != nil && s.Operation.Message == "" {
+			s.Operation.Message = msg
+		}
 	}, err
 }
 
-// upNext decides the step after a proven barrier (see failover.NextRollStep).
+// upNext decides the step after a proven barrier (see failover.NextRollStep). A pod that runs
+// the new template but has not passed its barrier (a rollout stopped there) is proven first.
 func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c := x.c
+	up := c.Status.Upgrade
+	if up.Stopping {
+		return r.upAborted(ctx, x)
+	}
 	pods, err := r.pods(ctx, c)
 	if err != nil {
 		return "", nil, err
@@ -71,8 +94,16 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 	if primary < 0 {
 		return "", nil, notYet("the primary %s has no pod", c.Status.CurrentPrimary)
 	}
-	step := failover.NextRollStep(updated, primary)
 	name := func(ord int) string { return fmt.Sprintf("%s-%d", c.Name, ord) }
+	for ord := len(updated) - 1; ord >= 0; ord-- {
+		if updated[ord] && !slices.Contains(up.Done, name(ord)) && ord != primary {
+			pod := name(ord)
+			return StageTemplateReady, func(s *v1.MysqlClusterStatus) {
+				s.Upgrade.Barrier, s.Upgrade.Pod = v1.UpgradeTemplateReady, pod
+			}, nil
+		}
+	}
+	step := failover.NextRollStep(updated, primary)
 	switch {
 	case step.Done:
 		return StagePrimaryReady, func(s *v1.MysqlClusterStatus) { s.Upgrade.Pod = "" }, nil
@@ -87,6 +118,20 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 	r.event(ctx, c, false, "UpgradeRestartingPod", fmt.Sprintf("upgrade %s: restarting %s on the new template", x.op.ID, name(step.Ordinal)))
 	return StageTemplatePending, func(s *v1.MysqlClusterStatus) {
 		s.Upgrade.Barrier, s.Upgrade.Pod, s.Upgrade.Partition = v1.UpgradeTemplatePending, name(step.Ordinal), &k
+	}, nil
+}
+
+// upAborted ends an upgrade abort asked for, now that no pod is in flight. The partition stays
+// where the rollout left it: a pod below it that is recreated (evicted, its node lost) comes back
+// on the template it ran, never on an older one than its data was last opened with.
+func (r *Runner) upAborted(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	up := x.c.Status.Upgrade
+	msg := fmt.Sprintf("upgrade aborted before its next pod; pods on the new template: %s; the others keep the old one until the next 'upgrade %s'", orNone(withPod(up.Done, up.Pod)), x.c.Name)
+	r.event(ctx, x.c, true, "UpgradeAborted", msg)
+	now := x.now
+	return "", func(s *v1.MysqlClusterStatus) {
+		finish(s, now, "Aborted", msg, 0)
+		s.Upgrade.Done, s.Upgrade.Pod, s.Upgrade.Stopping, s.Upgrade.Held = withPod(s.Upgrade.Done, s.Upgrade.Pod), "", false, true
 	}, nil
 }
 
@@ -152,18 +197,30 @@ func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func
 }
 
 // upJoin makes a restarted replica replicate again (replicas start with replication stopped:
-// skip_slave_start), once its history is proven an ancestor of the primary's. done reports that
-// the stage's answer is decided here.
+// skip_slave_start), once its history is proven an ancestor of the primary's. A replica whose
+// receiver is connecting is left to it (its retry is a second); one replicating without the
+// semi-sync replica side gets it. done reports that the stage's answer is decided here.
 func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topology.Snapshot) (done bool, next string, change func(*v1.MysqlClusterStatus), err error) {
 	c, primary := x.c, x.primaryName
 	ip := PodHost(c, primary)
-	if replicatesFrom(s, ip) && (!c.Spec.SemiSync.SemiSyncEnabled() || s.SemiSync.ReplicaEnabled) {
+	wantSemi := c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled
+	configured := s.Replica != nil && s.Replica.SourceHost == ip && s.Replica.SQLRunning &&
+		(s.Replica.IOThread == topology.ThreadRunning || s.Replica.IOThread == topology.ThreadConnecting)
+	switch {
+	case configured && !wantSemi && s.Replica.IOThread == topology.ThreadRunning:
 		return false, "", nil, nil
+	case configured && !wantSemi:
+		return true, "", nil, notYet("%s connects to the primary %s: %s", name, primary, strings.TrimSpace(s.Replica.LastIOError))
+	case configured:
+		in, err := x.ss.connect(name)
+		if err == nil {
+			err = in.EnableSemiSyncReplica(ctx)
+		}
+		return true, "", nil, notYetOr(name+" acknowledges semi-sync from now on", err)
 	}
 	ps, err := x.ss.observe(primary)
 	if err != nil {
-		next, change, err = r.upWait(ctx, x, err.Error(), nil)
-		return true, next, change, err
+		return true, "", nil, notYet("the primary %s: %v", primary, err)
 	}
 	if e, ok, err := x.ss.ancestor(primary, ps, s); err != nil || !ok {
 		if err != nil {
@@ -213,40 +270,83 @@ func (r *Runner) upHealthy(ctx context.Context, x *stageEnv) (string, error) {
 	return "", nil
 }
 
-// upVersions returns the lowest version the instances report and each one's version.
-func (r *Runner) upVersions(x *stageEnv) (topology.Flavor, []string, error) {
-	var low topology.Flavor
-	var out []string
-	for _, m := range x.members {
-		s, err := x.ss.observe(m.pod.Name)
-		if err != nil {
-			return low, nil, err
-		}
-		out = append(out, m.pod.Name+" "+s.Flavor.String())
-		if low.Line == "" || s.Flavor.IsMariaDB() != low.IsMariaDB() {
-			if low.Line != "" {
-				return low, nil, fmt.Errorf("the instances run different products (%s)", strings.Join(out, ", "))
-			}
-			low = s.Flavor
-			continue
-		}
-		if !s.Flavor.Version.AtLeast(low.Version.Major, low.Version.Minor, low.Version.Patch) {
-			low = s.Flavor
-		}
-	}
-	return low, out, nil
+// podVersion is what one instance reports (or last reported, when it does not answer now).
+type podVersion struct {
+	name   string
+	flavor topology.Flavor
 }
 
-// upWait waits for a barrier until its bound, then stops the rollout with the reason, the
-// cluster marked Degraded (a pod that does not come back or catch up is a cluster not healthy).
-func (r *Runner) upWait(ctx context.Context, x *stageEnv, why string, err error) (string, func(*v1.MysqlClusterStatus), error) {
+// upVersions returns every instance's version: observed from the ready members, and for the
+// others the version status last recorded, so that an instance that is down still counts.
+func (r *Runner) upVersions(x *stageEnv) ([]podVersion, error) {
+	var out []podVersion
+	for ord := range x.c.Spec.Replicas {
+		name := fmt.Sprintf("%s-%d", x.c.Name, ord)
+		if _, ok := x.byName[name]; ok {
+			s, err := x.ss.observe(name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, podVersion{name, s.Flavor})
+			continue
+		}
+		for _, i := range x.c.Status.Instances {
+			if i.Name == name && i.Version != "" {
+				if f, err := topology.DetectFlavor(i.Version, ""); err == nil {
+					out = append(out, podVersion{name, f})
+				}
+			}
+		}
+	}
+	for _, v := range out[min(1, len(out)):] {
+		if v.flavor.IsMariaDB() != out[0].flavor.IsMariaDB() {
+			return nil, fmt.Errorf("the instances run different products: %s", versionList(out))
+		}
+	}
+	return out, nil
+}
+
+func flavors(vs []podVersion) []topology.Flavor {
+	out := make([]topology.Flavor, len(vs))
+	for i, v := range vs {
+		out[i] = v.flavor
+	}
+	return out
+}
+
+func versionList(vs []podVersion) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.name + " " + v.flavor.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// notYetOr is err, or a wait for why.
+func notYetOr(why string, err error) error {
 	if err != nil {
-		return "", nil, err
+		return err
 	}
-	if !x.overdue {
-		return "", nil, notYet("%s", why)
+	return notYet("%s", why)
+}
+
+// bounded makes every wait of an upgrade stage end at the stage's bound: a stage that still
+// waits then stops the rollout with what it waited for, the cluster marked Degraded. No
+// upgrade waits forever (a supervisor resuming it would be stuck with it).
+func bounded(run stageFunc) stageFunc {
+	return func(r *Runner, ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+		next, change, err := run(r, ctx, x)
+		var ny errNotYet
+		if errors.As(err, &ny) && x.overdue {
+			return r.stopUpgrade(ctx, x, fmt.Sprintf("stage %s did not hold within %s: %s", x.op.Stage, upgradeBarrierBound, ny.msg), true)
+		}
+		return next, change, err
 	}
-	return r.stopUpgrade(ctx, x, fmt.Sprintf("stage %s did not hold within %s: %s", x.op.Stage, upgradeBarrierBound, why), true)
+}
+
+// upWait waits for a barrier (bounded stops it at the stage's bound).
+func (r *Runner) upWait(_ context.Context, _ *stageEnv, why string, err error) (string, func(*v1.MysqlClusterStatus), error) {
+	return "", nil, notYetOr(why, err)
 }
 
 // upReplicasVerified ends this part of the upgrade: the operation record is cleared (no history:
@@ -265,11 +365,20 @@ func (r *Runner) upReplicasVerified(_ context.Context, x *stageEnv) (string, fun
 func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c := x.c
 	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
-		return r.upWait(ctx, x, why, err)
+		return "", nil, notYetOr(why, err)
 	}
-	_, versions, err := r.upVersions(x)
+	versions, err := r.upVersions(x)
 	if err != nil {
 		return "", nil, err
+	}
+	promise, err := failover.ParseImage(c.Spec.Image)
+	if err != nil {
+		return r.stopUpgrade(ctx, x, err.Error(), false)
+	}
+	for _, v := range versions {
+		if why := failover.CheckRunning(v.name, v.flavor, promise); why != "" {
+			return r.stopUpgrade(ctx, x, why, false)
+		}
 	}
 	done := c.DeepCopy()
 	done.Status.Upgrade = nil
@@ -278,7 +387,7 @@ func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(
 	}
 	up := c.Status.Upgrade
 	now := x.now
-	msg := fmt.Sprintf("every pod restarted on %s in %s, replicas first, the primary's role handed over by switchover; %s", c.Spec.Image, now.Sub(opStart(x.op)).Round(time.Millisecond), strings.Join(versions, ", "))
+	msg := fmt.Sprintf("every pod restarted on %s in %s, replicas first, the primary's role handed over by switchover; %s", c.Spec.Image, now.Sub(opStart(x.op)).Round(time.Millisecond), versionList(versions))
 	if up.FromImage != "" && up.FromImage != c.Spec.Image {
 		msg = "from " + up.FromImage + ": " + msg
 	}
@@ -298,4 +407,39 @@ func containerImage(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// withPod is names with pod added when it is not there yet.
+func withPod(names []string, pod string) []string {
+	if pod == "" || slices.Contains(names, pod) {
+		return names
+	}
+	return append(slices.Clone(names), pod)
+}
+
+// upGuard runs before every upgrade stage: a primary that stops answering ends the rollout
+// (recorded Failed, status.upgrade kept for resume) once it has failed for as long as the
+// supervisor's detection takes, so that the Lease is released and a failover can run instead
+// of waiting behind a barrier that cannot hold.
+func (r *Runner) upGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	key := "primary-down/" + x.op.ID
+	if r.attempts == nil {
+		r.attempts = map[string]time.Time{}
+	}
+	_, err := x.ss.observe(x.primaryName)
+	if err == nil {
+		delete(r.attempts, key)
+		return "", nil, nil
+	}
+	since, ok := r.attempts[key]
+	if !ok {
+		r.attempts[key] = x.now
+		return "", nil, nil
+	}
+	bound := time.Duration(max(x.c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(x.c)
+	if x.now.Sub(since) < bound {
+		return "", nil, nil
+	}
+	delete(r.attempts, key)
+	return r.stopUpgrade(ctx, x, fmt.Sprintf("the primary %s has not answered for %s (%v): the upgrade stops so that a failover can run", x.primaryName, x.now.Sub(since).Round(time.Second), err), false)
 }

@@ -421,6 +421,13 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 		return interval, w.resume(ctx, c, op)
 	}
+	if handoffPending(c) {
+		// An upgrade between its own stages, its handoff switchover not begun: the actor that
+		// recorded it may have died there.
+		up := c.Status.Upgrade
+		w.checks = nil
+		return interval, w.resume(ctx, c, &v1.OperationStatus{ID: up.ID, Type: OperationUpgrade, Stage: "handoff", Holder: "the upgrade's actor"})
+	}
 	w.held = ""
 	primary := c.Status.CurrentPrimary
 	if primary == "" {
@@ -691,6 +698,11 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 			return err
 		}
 		op := cur.Status.Operation
+		if op == nil && handoffPending(cur) {
+			up := cur.Status.Upgrade
+			w.report(Transition{Action: "resume", Reason: fmt.Sprintf("continuing the upgrade %s: handing the primary over from %s to %s", up.ID, up.HandoffFrom, up.HandoffTo)})
+			return r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: true})
+		}
 		if op == nil {
 			return nil // finished while the lease was awaited
 		}
@@ -725,6 +737,13 @@ func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op 
 	case OperationConverge:
 		return r.Converge(ctx, key)
 	case OperationSwitchover:
+		c := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, c); err != nil {
+			return err
+		}
+		if isHandoff(c, op) {
+			return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true}) // the switchover, then the rest
+		}
 		return r.Switchover(ctx, key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
 	case OperationFailover:
 		return r.Failover(ctx, key, FailoverOptions{To: op.Target, ResumeOnly: true})

@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
@@ -72,18 +75,30 @@ func podUIDs(t *testing.T, ctx context.Context, pods ...string) map[string]strin
 	return out
 }
 
-// TestUpgradeRollsImageAndConfig: with a client writing through the primary Service, a new image
-// and then a mysqlConfig change each roll out over all three pods, replicas first and the
-// primary's role handed over by switchover: exactly one writable instance at every sample, every
-// acknowledged commit on every instance, each server reporting the new version (the rig makes
-// mariadb:11.4 report 11.4.0). The plan of --dry-run names the order and the handoff and changes
-// nothing; a downgrade is refused with exit 4 and restarts nothing.
-func TestUpgradeRollsImageAndConfig(t *testing.T) {
+// TestUpgrade rolls a new image and then a configuration change out over a 3-instance cluster
+// while a client writes through the primary Service, and checks throughout that exactly one
+// instance is writable at every sample and every acknowledged commit is kept on every instance:
+//   - the plan of --dry-run names the order of restarts and the handoff, and changes nothing;
+//   - the image upgrade's CLI is SIGKILLed at every stage (the handoff switchover's first stage
+//     included) and `resume` finishes it each time from the recorded stage; every server then
+//     reports the new version (the rig makes mariadb:11.4 report 11.4.0);
+//   - a downgrade is refused with exit 4 and restarts nothing;
+//   - a mysqlConfig change in the spec restarts nothing until `upgrade` runs; an upgrade aborted
+//     with its first pod in flight stops once that pod has passed its barrier, the others not
+//     restarted and every replica replicating; the next `upgrade` finishes the rollout.
+func TestUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
+	began := time.Now()
+	step := func(what string) { t.Logf("[%6.1fs] %s", time.Since(began).Seconds(), what) }
 	root := appCluster(t, ctx, "up", 3)
 	defer deleteCluster(t, "up")
 	pods := []string{"up-0", "up-1", "up-2"}
+	wr, stopWriter := startWriter(ctx, "up")
+	defer stopWriter()
+	mon, stopMon := watchWritable(ctx, root, pods...)
+	defer stopMon()
+	step("cluster created")
 
 	plan := mysqlctl(t, "upgrade", "up", "--image", "mariadb:11.4", "--dry-run")
 	if plan.code != 0 {
@@ -98,54 +113,38 @@ func TestUpgradeRollsImageAndConfig(t *testing.T) {
 		t.Fatalf("--dry-run changed the cluster: image %s, upgrade %+v", c.Spec.Image, c.Status.Upgrade)
 	}
 
-	rollout := func(args ...string) (*writer, string) {
-		t.Helper()
-		wr, stopWriter := startWriterAt(ctx, "up", 1+1_000_000*len(args))
-		mon, stopMon := watchWritable(ctx, root, pods...)
-		time.Sleep(time.Second)
-		res := mysqlctl(t, append([]string{"upgrade", "up"}, args...)...)
-		time.Sleep(time.Second)
-		stopMon()
-		stopWriter()
-		if res.code != 0 {
-			t.Fatalf("upgrade %v: exit %d\n%s%s", args, res.code, res.stdout, res.stderr)
+	stages := []string{orchestrate.StageUpgradePreparing, orchestrate.StageTemplatePending, orchestrate.StageTemplateReady, orchestrate.StageReplicasVerified, orchestrate.StageValidating, orchestrate.StagePrimaryReady}
+	for i, stage := range stages {
+		args := []string{"resume", "up", "--timeout", "3m"}
+		if i == 0 {
+			args = []string{"upgrade", "up", "--image", "mariadb:11.4"}
 		}
-		if mon.most != 1 {
-			t.Fatalf("upgrade %v: %d instances writable at once (%s) in %d samples", args, mon.most, mon.at, mon.samples)
-		}
+		out := killAt(t, ctx, stage, args...)
 		c := getCluster(t, ctx, "up")
-		if c.Status.Upgrade != nil || c.Status.Operation != nil || len(c.Status.History) == 0 || c.Status.History[0].Type != orchestrate.OperationUpgrade || c.Status.History[0].Result != "Succeeded" {
-			t.Fatalf("after upgrade %v: upgrade %+v, operation %+v, history %+v", args, c.Status.Upgrade, c.Status.Operation, c.Status.History)
+		if c.Status.Operation == nil || c.Status.Operation.Stage != stage || c.Status.Upgrade == nil {
+			t.Fatalf("killed at %s, recorded operation %+v, upgrade %+v\n%s", stage, c.Status.Operation, c.Status.Upgrade, out)
 		}
-		primary := c.Status.CurrentPrimary
-		if n := writableCount(t, ctx, root, pods...); n != 1 {
-			t.Fatalf("after upgrade %v: %d writable instances", args, n)
-		}
-		for _, p := range pods {
-			holdsAcked(t, ctx, p, db(t, mustPodAddr(t, ctx, p), root), wr.acked)
-		}
-		if !allReplicating(ctx, t, root, "up", primary) {
-			t.Fatalf("after upgrade %v: not every replica replicates from %s", args, primary)
-		}
-		t.Logf("upgrade %v: %d acknowledged writes, longest gap %s; %s", args, len(wr.acked), wr.maxGap(), c.Status.History[0].Message)
-		return wr, res.stderr
+		step("killed at " + stage)
 	}
-
-	_, progress := rollout("--image", "mariadb:11.4")
-	for _, stage := range orchestrate.UpgradeStages {
-		if !strings.Contains(progress, "upgrade "+stage) {
-			t.Errorf("no progress line for stage %s:\n%s", stage, progress)
-		}
+	res := mysqlctl(t, "resume", "up", "--timeout", "3m")
+	if res.code != 0 || !strings.Contains(res.stderr, "upgrade "+orchestrate.StagePrimaryReady) {
+		t.Fatalf("the last resume: exit %d\n%s", res.code, res.stderr)
+	}
+	step("resumed to the end")
+	c := getCluster(t, ctx, "up")
+	if c.Status.Upgrade != nil || c.Status.Operation != nil || c.Status.History[0].Type != orchestrate.OperationUpgrade || c.Status.History[0].Result != "Succeeded" {
+		t.Fatalf("after the resumes: upgrade %+v, operation %+v, history %+v", c.Status.Upgrade, c.Status.Operation, c.Status.History[0])
+	}
+	if !slices.ContainsFunc(c.Status.History, func(h v1.OperationRecord) bool {
+		return h.Type == orchestrate.OperationSwitchover && h.Result == "Succeeded"
+	}) {
+		t.Fatalf("the handoff switchover is not in the history: %+v", c.Status.History)
 	}
 	for _, p := range pods {
 		var v string
 		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@version").Scan(&v); err != nil || !strings.HasPrefix(v, "11.4.0") {
 			t.Fatalf("%s reports %q (%v) after the upgrade to mariadb:11.4", p, v, err)
 		}
-	}
-	c := getCluster(t, ctx, "up")
-	if !strings.Contains(c.Status.History[1].Type, orchestrate.OperationSwitchover) || c.Status.History[1].Result != "Succeeded" {
-		t.Fatalf("the handoff switchover is not in the history: %+v", c.Status.History[1])
 	}
 
 	// A downgrade across a series is refused before anything changes.
@@ -155,11 +154,6 @@ func TestUpgradeRollsImageAndConfig(t *testing.T) {
 	}
 	if c := getCluster(t, ctx, "up"); c.Spec.Image != "mariadb:11.4" || c.Status.Upgrade != nil {
 		t.Fatalf("the refused downgrade changed the cluster: image %s, upgrade %+v", c.Spec.Image, c.Status.Upgrade)
-	}
-	for p, uid := range podUIDs(t, ctx, pods...) {
-		if uids[p] != uid {
-			t.Fatalf("the refused downgrade restarted %s", p)
-		}
 	}
 
 	// A configuration change in the spec waits for upgrade: reconcile restarts nothing.
@@ -173,14 +167,75 @@ func TestUpgradeRollsImageAndConfig(t *testing.T) {
 	}
 	for p, uid := range podUIDs(t, ctx, pods...) {
 		if uids[p] != uid {
-			t.Fatalf("reconcile of a mysqlConfig change restarted %s", p)
+			t.Fatalf("a refused downgrade or the reconcile of a mysqlConfig change restarted %s", p)
 		}
 	}
-	rollout()
+	step("downgrade refused, reconcile restarted nothing")
+
+	// Abort with the first pod in flight.
+	killAt(t, ctx, orchestrate.StageTemplateReady, "upgrade", "up")
+	inFlight := getCluster(t, ctx, "up").Status.Upgrade.Pod
+	res = mysqlctl(t, "abort", "up", "--timeout", "3m")
+	if res.code != 0 {
+		t.Fatalf("abort: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("aborted with " + inFlight + " in flight")
+	c = getCluster(t, ctx, "up")
+	if up := c.Status.Upgrade; up == nil || !up.Held || up.Partition == nil || c.Status.Operation != nil || c.Status.History[0].Result != "Aborted" || c.Status.Phase != v1.PhaseRunning {
+		t.Fatalf("after abort: phase %s, upgrade %+v, operation %+v, history %+v", c.Status.Phase, c.Status.Upgrade, c.Status.Operation, c.Status.History[0])
+	}
+	// Held where it stopped: a recreated pod keeps the template it runs, and no eviction is
+	// allowed while the templates are mixed.
+	pdbAllows(t, ctx, "up", 0)
+	if res := mysqlctl(t, "resume", "up"); res.code != 0 || !strings.Contains(res.stdout, "was aborted") {
+		t.Fatalf("resume of an aborted upgrade: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	restarted := 0
+	for p, uid := range podUIDs(t, ctx, pods...) {
+		if uids[p] != uid {
+			restarted++
+			if p != inFlight {
+				t.Fatalf("abort let %s restart (the pod in flight was %s)", p, inFlight)
+			}
+		}
+	}
+	if restarted != 1 || !allReplicating(ctx, t, root, "up", c.Status.CurrentPrimary) {
+		t.Fatalf("after abort: %d pods restarted, every replica replicating: %v", restarted, allReplicating(ctx, t, root, "up", c.Status.CurrentPrimary))
+	}
+	// A template changed while the upgrade is held restarts nothing, the pods on the held
+	// partition included, until the upgrade adopts it.
+	uids = podUIDs(t, ctx, pods...)
+	c.Spec.MysqlConfig = map[string]string{"max_connections": "333"}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if res := mysqlctl(t, "reconcile", "up"); res.code != 0 {
+		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
+	}
+	time.Sleep(3 * time.Second) // the StatefulSet controller would have acted by now
+	for p, uid := range podUIDs(t, ctx, pods...) {
+		if uids[p] != uid {
+			t.Fatalf("a template changed during a held upgrade restarted %s", p)
+		}
+	}
+	if res := mysqlctl(t, "upgrade", "up"); res.code != 0 {
+		t.Fatalf("upgrade after abort: exit %d\n%s", res.code, res.stderr)
+	}
+	step("upgrade after abort finished")
+	pdbAllows(t, ctx, "up", 1)
 	for _, p := range pods {
 		var n int
-		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@max_connections").Scan(&n); err != nil || n != 321 {
+		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@max_connections").Scan(&n); err != nil || n != 333 {
 			t.Fatalf("%s: max_connections %d (%v) after the configuration rollout", p, n, err)
 		}
 	}
+	stopMon()
+	stopWriter()
+	if mon.most != 1 {
+		t.Fatalf("%d instances writable at once (%s) in %d samples", mon.most, mon.at, mon.samples)
+	}
+	for _, p := range pods {
+		holdsAcked(t, ctx, p, db(t, mustPodAddr(t, ctx, p), root), wr.acked)
+	}
+	t.Logf("%d acknowledged writes, longest gap %s, %d samples of writability", len(wr.acked), wr.maxGap(), mon.samples)
 }
