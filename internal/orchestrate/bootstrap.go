@@ -606,6 +606,15 @@ type sessions struct {
 	creds credentials
 	pods  map[string]*corev1.Pod
 	conns map[string]*topology.Instance
+	// catchUp is how long caughtUp waits for a replica to apply the primary's set (default 2s).
+	catchUp time.Duration
+}
+
+func (ss *sessions) catchUpWait() time.Duration {
+	if ss.catchUp > 0 {
+		return ss.catchUp
+	}
+	return 2 * time.Second
 }
 
 func (r *Runner) openSessions(ctx context.Context, members []instance, creds credentials) *sessions {
@@ -662,7 +671,7 @@ func (ss *sessions) caughtUp(name string, s topology.Snapshot, primary, ip strin
 	if err != nil {
 		return "", err
 	}
-	if err := in.WaitForGTID(ss.ctx, executed(p), 2*time.Second); err != nil {
+	if err := in.WaitForGTID(ss.ctx, executed(p), ss.catchUpWait()); err != nil {
 		return fmt.Sprintf("%s: has not applied %s's %s yet", name, primary, executed(p)), nil
 	}
 	return "", nil

@@ -190,6 +190,9 @@ var upgradeKind = &operationKind{
 			return err
 		}
 		x.ss = r.openSessions(ctx, members, x.creds)
+		// A replica restarted under writes has a backlog: each check gives it long enough to
+		// reach the primary's set as observed then, so that it converges on a moving target.
+		x.ss.catchUp = 15 * time.Second
 		x.primaryName = x.c.Status.CurrentPrimary
 		return nil
 	},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -125,6 +126,9 @@ func TestUpgrade(t *testing.T) {
 			t.Fatalf("killed at %s, recorded operation %+v, upgrade %+v\n%s", stage, c.Status.Operation, c.Status.Upgrade, out)
 		}
 		step("killed at " + stage)
+		if os.Getenv("MYSQLCTL_E2E_VERBOSE") != "" {
+			t.Log(out)
+		}
 	}
 	res := mysqlctl(t, "resume", "up", "--timeout", "3m")
 	if res.code != 0 || !strings.Contains(res.stderr, "upgrade "+orchestrate.StagePrimaryReady) {
@@ -180,6 +184,9 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("abort: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	step("aborted with " + inFlight + " in flight")
+	if os.Getenv("MYSQLCTL_E2E_VERBOSE") != "" {
+		t.Log(res.stderr)
+	}
 	c = getCluster(t, ctx, "up")
 	if up := c.Status.Upgrade; up == nil || !up.Held || up.Partition == nil || c.Status.Operation != nil || c.Status.History[0].Result != "Aborted" || c.Status.Phase != v1.PhaseRunning {
 		t.Fatalf("after abort: phase %s, upgrade %+v, operation %+v, history %+v", c.Status.Phase, c.Status.Upgrade, c.Status.Operation, c.Status.History[0])
