@@ -16,6 +16,9 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
+// defaultUpgradeTimeout bounds a whole rollout unless --timeout says otherwise.
+const defaultUpgradeTimeout = 30 * time.Minute
+
 // UpgradeOptions holds the upgrade command's flags.
 type UpgradeOptions struct {
 	f *cmdutil.Factory
@@ -76,7 +79,7 @@ Preparing; writes stop only during the handoff switchover.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Image, "image", "", "The image to move to, with a version tag (for example mariadb:11.4); default: the spec's image")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long the whole upgrade may take")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultUpgradeTimeout, "How long the whole upgrade may take")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
 	addWaitFlag(cmd, &o.Wait)
@@ -101,18 +104,15 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	}
 	if o.Plan.dryRun() || (o.Image != "" && o.Image != cluster.Spec.Image) {
 		// The version rules are checked against the servers before anything changes.
-		var p orchestrate.UpgradePlan
-		if _, err := withPlanner(ctx, o.f, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
-			p, err = r.PlanUpgrade(ctx, key, o.Image)
-			return orchestrate.Plan{}, err
-		}); err != nil {
+		p, err := planUpgrade(ctx, o.f, o.Dialer, o.Timeout, key, o.Image)
+		if err != nil {
 			return err
 		}
 		if o.Plan.dryRun() {
 			return printUpgradePlan(o.f.IOStreams.Out, o.Plan.Output, p)
 		}
-		if p.Refusal != "" {
-			return fmt.Errorf("%w: upgrade of %s to %s refused, nothing was changed: %s", outcome.ErrUnsafe, cluster.Name, p.Image, p.Refusal)
+		if err := upgradeRefused(p); err != nil {
+			return err
 		}
 		if err := o.setImage(ctx, cluster); err != nil {
 			return err
@@ -149,6 +149,26 @@ func (o *UpgradeOptions) setImage(ctx context.Context, cluster *v1.MysqlCluster)
 		return fmt.Errorf("setting spec.image of %s: %w", cluster.Name, cmdutil.ExplainAPIError(err))
 	}
 	return nil
+}
+
+// planUpgrade works out the upgrade of the cluster to image ("": the spec's image), the
+// version rules checked against what the servers report; nothing changes.
+func planUpgrade(ctx context.Context, f *cmdutil.Factory, dialer string, timeout time.Duration, key client.ObjectKey, image string) (orchestrate.UpgradePlan, error) {
+	var p orchestrate.UpgradePlan
+	_, err := withPlanner(ctx, f, dialer, timeout, func(ctx context.Context, r *orchestrate.Runner) (orchestrate.Plan, error) {
+		var err error
+		p, err = r.PlanUpgrade(ctx, key, image)
+		return orchestrate.Plan{}, err
+	})
+	return p, err
+}
+
+// upgradeRefused is the refusal (exit code 4) of a plan the version rules refuse.
+func upgradeRefused(p orchestrate.UpgradePlan) error {
+	if p.Refusal == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: upgrade of %s to %s refused, nothing was changed: %s", outcome.ErrUnsafe, p.Cluster, p.Image, p.Refusal)
 }
 
 func printUpgradePlan(w io.Writer, format string, p orchestrate.UpgradePlan) error {

@@ -266,6 +266,12 @@ func Elect(in ElectInput) (Decision, error) {
 		if c := cmp.Compare(b.set.count(), a.set.count()); c != 0 {
 			return c
 		}
+		// Mid-upgrade, replicas run mixed versions. Replication from an older source to a newer
+		// replica is supported, the reverse is not: among equals, the oldest server is promoted,
+		// so that no replica is left behind a source newer than itself.
+		if c := compareVersions(a.m.Snapshot.Flavor.Version, b.m.Snapshot.Flavor.Version); c != 0 {
+			return c
+		}
 		return cmp.Compare(a.m.Ordinal, b.m.Ordinal)
 	})
 	var chosen *judged
@@ -293,6 +299,9 @@ func Elect(in ElectInput) (Decision, error) {
 		d.Reason = "requested with --to; holds every other survivor's transactions, no errant ones, within the lag bound"
 	case chosen != nil:
 		d.Reason = "holds every other survivor's transactions (most advanced), no errant ones, within the lag bound"
+		if newer := newerThan(chosen, all); newer != "" {
+			d.Reason += "; the oldest server version (" + chosen.m.Snapshot.Flavor.Version.String() + ", older than " + newer + "), so no replica follows a newer source"
+		}
 	case in.Force:
 		// Forced: the requested replica, else the most advanced one that is neither errant nor
 		// stopped on an applier error, else the most advanced replica at all.
@@ -347,6 +356,28 @@ func Elect(in ElectInput) (Decision, error) {
 	}
 	d.Candidate, d.CandidateSet = chosen.m.Name, chosen.set.String()
 	return d, nil
+}
+
+// compareVersions orders server versions, oldest first.
+func compareVersions(a, b topology.Version) int {
+	if c := cmp.Compare(a.Major, b.Major); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Minor, b.Minor); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Patch, b.Patch)
+}
+
+// newerThan lists the members whose servers are newer than the chosen one's.
+func newerThan(chosen *judged, all []*judged) string {
+	var names []string
+	for _, j := range all {
+		if j != chosen && compareVersions(j.m.Snapshot.Flavor.Version, chosen.m.Snapshot.Flavor.Version) > 0 {
+			names = append(names, j.m.Name+" "+j.m.Snapshot.Flavor.Version.String())
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func errantEvidence(cl topology.Classification) string {

@@ -33,6 +33,11 @@ func mariadb(name string, serverID uint32, current, io string, thread topology.T
 	return Member{Name: name, Ordinal: ord, Snapshot: s}
 }
 
+func withVersion(m Member, major, minor, patch int) Member {
+	m.Snapshot.Flavor.Version = topology.Version{Major: major, Minor: minor, Patch: patch}
+	return m
+}
+
 func mysqlMember(name string, ord int32, executed, received string) Member {
 	s := topology.Snapshot{Name: name, Reachable: true, Flavor: topology.Flavor{Line: topology.MySQL80}}
 	s.ServerUUID = "00000000-0000-0000-0000-00000000000" + string(rune('0'+ord))
@@ -124,6 +129,7 @@ func TestElect(t *testing.T) {
 		safe      bool
 		errPart   string
 		rejectHas string
+		reasonHas string
 	}{
 		{
 			name: "most advanced wins",
@@ -140,6 +146,22 @@ func TestElect(t *testing.T) {
 				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
 			}},
 			want: "db-1", safe: true, rejectHas: "db-2: safe, but less advanced",
+		},
+		{
+			name: "mid-upgrade, the oldest server among equals wins: no replica follows a newer source",
+			in: ElectInput{History: known, Members: []Member{
+				withVersion(mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting), 11, 4, 0),
+				withVersion(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting), 10, 11, 6),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-1: safe, but less advanced", reasonHas: "oldest server version (10.11.6, older than db-1 11.4.0)",
+		},
+		{
+			name: "a newer server that holds more transactions still wins: data first",
+			in: ElectInput{History: known, Members: []Member{
+				withVersion(mariadb("db-1", 1001, "0-1000-11", "", topology.ThreadConnecting), 11, 4, 0),
+				withVersion(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting), 10, 11, 6),
+			}},
+			want: "db-1", safe: true, rejectHas: "db-2: lacks transactions db-1 has",
 		},
 		{
 			name: "an errant replica is never elected even when it looks most advanced",
@@ -281,6 +303,9 @@ func TestElect(t *testing.T) {
 			}
 			if d.Reason == "" || d.CandidateSet == "" {
 				t.Errorf("decision lacks evidence: %+v", d)
+			}
+			if !strings.Contains(d.Reason, tt.reasonHas) {
+				t.Errorf("reason %q does not include %q", d.Reason, tt.reasonHas)
 			}
 			if tt.rejectHas != "" && !strings.Contains(strings.Join(d.Rejected, "\n"), tt.rejectHas) {
 				t.Errorf("rejected %v does not include %q", d.Rejected, tt.rejectHas)

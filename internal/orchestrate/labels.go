@@ -35,6 +35,9 @@ func labelsWith(c *v1.MysqlCluster, component string) map[string]string {
 	return l
 }
 
+// StatefulSetName names the cluster's StatefulSet (its pods are NAME-0, NAME-1, …).
+func StatefulSetName(c *v1.MysqlCluster) string { return c.Name }
+
 // HeadlessServiceName names the governing Service of the StatefulSet, which gives each pod a
 // stable DNS name (<pod>.<headless>.<namespace>.svc).
 func HeadlessServiceName(c *v1.MysqlCluster) string { return c.Name + "-instances" }

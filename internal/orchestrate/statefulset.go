@@ -97,7 +97,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 
 	sts := &appsv1.StatefulSet{
 		TypeMeta:   typeMeta("apps/v1", "StatefulSet"),
-		ObjectMeta: objectMeta(c, c.Name, "database"),
+		ObjectMeta: objectMeta(c, StatefulSetName(c), "database"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    &replicas,
 			ServiceName: HeadlessServiceName(c),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -86,7 +87,9 @@ func podUIDs(t *testing.T, ctx context.Context, pods ...string) map[string]strin
 //   - a downgrade is refused with exit 4 and restarts nothing;
 //   - a mysqlConfig change in the spec restarts nothing until `upgrade` runs; an upgrade aborted
 //     with its first pod in flight stops once that pod has passed its barrier, the others not
-//     restarted and every replica replicating; the next `upgrade` finishes the rollout.
+//     restarted and every replica replicating; the next `upgrade` finishes the rollout;
+//   - `apply -f` of a downgrade is refused with exit 4 and writes nothing; `apply -f` of a changed
+//     mysqlConfig rolls it out by itself.
 func TestUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -236,6 +239,8 @@ func TestUpgrade(t *testing.T) {
 			t.Fatalf("%s: max_connections %d (%v) after the configuration rollout", p, n, err)
 		}
 	}
+	applyRollsOut(t, ctx, root, pods)
+	step("apply -f of a changed template rolled it out")
 	stopMon()
 	stopWriter()
 	if mon.most != 1 {
@@ -245,4 +250,38 @@ func TestUpgrade(t *testing.T) {
 		holdsAcked(t, ctx, p, db(t, mustPodAddr(t, ctx, p), root), wr.acked)
 	}
 	t.Logf("%d acknowledged writes, longest gap %s, %d samples of writability", len(wr.acked), wr.maxGap(), mon.samples)
+}
+
+// applyRollsOut applies the cluster from a file twice: with an older image (refused, exit 4,
+// nothing written or restarted), then with a changed mysqlConfig, which apply rolls out itself.
+func applyRollsOut(t *testing.T, ctx context.Context, root string, pods []string) {
+	t.Helper()
+	def := func(image, maxConn string) string {
+		file := filepath.Join(t.TempDir(), "up.yaml")
+		y := "apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: up\nspec:\n  image: " + image +
+			"\n  replicas: 3\n  storage:\n    size: 128Mi\n  mysqlConfig:\n    max_connections: \"" + maxConn + "\"\n"
+		if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	uids := podUIDs(t, ctx, pods...)
+	before := getCluster(t, ctx, "up")
+	res := mysqlctl(t, "apply", "-f", def("mariadb:10.11", "333"))
+	if after := getCluster(t, ctx, "up"); res.code != 4 || !strings.Contains(res.stderr, "downgrade") || after.Generation != before.Generation || after.Spec.Image != "mariadb:11.4" {
+		t.Fatalf("apply -f of a downgrade: exit %d (want 4), generation %d (was %d), image %s\n%s%s", res.code, after.Generation, before.Generation, after.Spec.Image, res.stdout, res.stderr)
+	}
+	res = mysqlctl(t, "apply", "-f", def("mariadb:11.4", "345"), "--timeout", "5m")
+	if res.code != 0 || !strings.Contains(res.stderr, "rolling it out") || !strings.Contains(res.stderr, "upgrade "+orchestrate.StagePrimaryReady) {
+		t.Fatalf("apply -f of a changed mysqlConfig: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for p, uid := range podUIDs(t, ctx, pods...) {
+		var n int
+		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@max_connections").Scan(&n); err != nil || n != 345 || uids[p] == uid {
+			t.Fatalf("%s after the apply: max_connections %d (%v), restarted %v", p, n, err, uids[p] != uid)
+		}
+	}
+	if c := getCluster(t, ctx, "up"); c.Status.Upgrade != nil || c.Status.Operation != nil || c.Status.History[0].Type != orchestrate.OperationUpgrade || c.Status.History[0].Result != "Succeeded" {
+		t.Fatalf("after the apply's rollout: upgrade %+v, operation %+v, history %+v", c.Status.Upgrade, c.Status.Operation, c.Status.History[0])
+	}
 }
