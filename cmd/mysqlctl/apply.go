@@ -33,12 +33,16 @@ func NewCmdApply(f *cmdutil.Factory, runF func(*ApplyOptions) error) *cobra.Comm
 		Short: "Create or update a cluster from a file and converge its objects",
 		Long: `Apply server-side applies the MysqlCluster in FILE (creating it when absent) and then converges
 the objects derived from it. Objects that already match send no write, so applying an unchanged
-file changes nothing. A changed spec touches only what it changes. A changed pod template (a
-new image, mysqlConfig or resources) of a running cluster is rolled out by the same operation as
-'upgrade NAME', started right after the apply and followed to its outcome (handed to the 'watch'
-that supervises the cluster, when one does): replicas first, the primary's role handed over by
-switchover, the old primary last. A new image is checked against the version rules before
-anything is written (exit code 4 when refused).
+file changes nothing. A changed spec touches only what it changes.
+
+A changed pod template (a new image, mysqlConfig or resources) never restarts a pod by itself:
+when the cluster is Running, apply then rolls it out by the same operation as 'upgrade NAME'
+and follows it to its outcome (handed to the 'watch' that supervises the cluster, when one
+does): replicas first, the primary's role handed over by switchover, the old primary last. So
+does an apply whose pods still run an older template (an earlier rollout did not finish). A
+cluster that is not Running, a single instance, or an upgrade recorded as stopped or aborted is
+left to 'upgrade NAME', as stderr says. A rollout that fails exits with its own code; what the
+apply wrote stays written.
 
 What the apply would change is worked out before anything is written, and then written while
 holding the cluster's lease. Nothing at all is written when the apply is refused:
@@ -46,7 +50,9 @@ holding the cluster's lease. Nothing at all is written when the apply is refused
     status (a switchover, failover, …) would have its StatefulSet, configuration or Services
     changed under it: wait for it, or finish it with 'resume NAME' or undo it with 'abort NAME';
   - exit code 4 when fewer replicas would remove the current primary's pod: move the primary
-    to a lower ordinal with 'switchover NAME --to NAME-0' first.
+    to a lower ordinal with 'switchover NAME --to NAME-0' first;
+  - exit code 4 when a new image breaks the version rules (checked against what the servers
+    report, as 'upgrade --image' does).
 
 With --wait it also bootstraps a new cluster, or re-joins replicas of a running one, and waits.`,
 		Example: example(f,
@@ -72,7 +78,7 @@ With --wait it also bootstraps a new cluster, or re-joins replicas of a running 
 	}
 	cmd.Flags().StringVarP(&o.create.File, "filename", "f", "", "The MysqlCluster YAML file")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Bootstrap or re-join replicas and wait until the cluster runs")
-	cmd.Flags().DurationVar(&o.create.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait; for a rollout of a changed pod template: how long it may take (default 30m)")
+	cmd.Flags().DurationVar(&o.create.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait. A rollout of a changed pod template may take this long when given, else 30m")
 	addDialerFlag(cmd, &o.create.Dialer)
 	return cmd
 }
@@ -102,7 +108,7 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	running, before, err := o.checkTemplateChange(ctx, c)
+	existed, before, err := o.checkImageChange(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -122,13 +128,9 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
-	if running {
-		after, err := podTemplate(ctx, c, cluster)
-		if err != nil {
+	if existed {
+		if err := o.rollOutIfPending(ctx, c, before); err != nil {
 			return err
-		}
-		if before != nil && after != nil && !equality.Semantic.DeepEqual(before, after) {
-			return o.rollOut(ctx)
 		}
 	}
 	if !o.Wait {
@@ -137,10 +139,11 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 	return runBootstrap(ctx, f, client.ObjectKeyFromObject(cluster), o.create.Dialer, o.create.Timeout, true)
 }
 
-// checkTemplateChange reads, before anything is written, whether the cluster runs (so that a
-// changed pod template is rolled out after the apply) and its StatefulSet's pod template. A new
-// image is checked against the version rules first: a refused one changes nothing (exit 4).
-func (o *ApplyOptions) checkTemplateChange(ctx context.Context, c client.Client) (bool, *corev1.PodTemplateSpec, error) {
+// checkImageChange reads, before anything is written, whether the cluster exists and its
+// StatefulSet's pod template. A new image for a cluster that has run is checked against the
+// version rules (against what the servers report, or last reported): a refused one changes
+// nothing (exit 4).
+func (o *ApplyOptions) checkImageChange(ctx context.Context, c client.Client) (bool, *corev1.PodTemplateSpec, error) {
 	desired := o.create.Cluster
 	live := &v1.MysqlCluster{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
@@ -149,10 +152,7 @@ func (o *ApplyOptions) checkTemplateChange(ctx context.Context, c client.Client)
 		}
 		return false, nil, cmdutil.ExplainAPIError(err)
 	}
-	if live.Status.Phase != v1.PhaseRunning || live.Status.CurrentPrimary == "" {
-		return false, nil, nil
-	}
-	if desired.Spec.Image != "" && desired.Spec.Image != live.Spec.Image {
+	if live.Status.CurrentPrimary != "" && desired.Spec.Image != "" && desired.Spec.Image != live.Spec.Image {
 		p, err := planUpgrade(ctx, o.create.f, o.create.Dialer, o.upgradeTimeout(), client.ObjectKeyFromObject(live), desired.Spec.Image)
 		if err != nil {
 			return false, nil, err
@@ -163,6 +163,48 @@ func (o *ApplyOptions) checkTemplateChange(ctx context.Context, c client.Client)
 	}
 	tpl, err := podTemplate(ctx, c, live)
 	return true, tpl, err
+}
+
+// rollOutIfPending starts the upgrade of a running cluster whose pods do not all run the pod
+// template: because this apply changed it, or because an earlier one did and its rollout did not
+// finish. A recorded upgrade (stopped or aborted) is left to 'upgrade', and so is a cluster that
+// cannot roll now; both are said on stderr.
+func (o *ApplyOptions) rollOutIfPending(ctx context.Context, c client.Client, before *corev1.PodTemplateSpec) error {
+	f, name := o.create.f, o.create.Cluster.Name
+	after, err := podTemplate(ctx, c, o.create.Cluster)
+	if err != nil {
+		return err
+	}
+	live := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o.create.Cluster), live); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	pending := before != nil && after != nil && !equality.Semantic.DeepEqual(before, after)
+	if !pending && live.Status.Upgrade == nil {
+		if pending, err = (&orchestrate.Runner{Kube: c}).RolloutPending(ctx, live); err != nil {
+			return cmdutil.ExplainAPIError(err)
+		}
+	}
+	later := func(why string) error {
+		fmt.Fprintf(f.IOStreams.ErrOut, "the pod template of %s is not rolled out: %s; '%s upgrade %s' rolls it out\n", name, why, f.DisplayName, name)
+		return nil
+	}
+	switch {
+	case !pending && live.Status.Upgrade != nil:
+		return later("an upgrade is recorded (stopped or aborted)")
+	case !pending:
+		return nil
+	case live.Status.Phase != v1.PhaseRunning || live.Status.CurrentPrimary == "":
+		return later(fmt.Sprintf("the cluster is %s, not Running", live.Status.Phase))
+	case live.Spec.Replicas < 2:
+		return later("a single instance cannot restart without stopping writes, so apply never restarts it")
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "the pod template of %s changed: rolling it out, one pod at a time (as '%s upgrade %s')\n", name, f.DisplayName, name)
+	up := &UpgradeOptions{f: f, Name: name, namespace: live.Namespace, Timeout: o.upgradeTimeout(), Dialer: o.create.Dialer, Wait: true}
+	if err := up.Run(ctx); err != nil {
+		return fmt.Errorf("the apply was written, and its rollout did not finish: %w; '%s upgrade %s' continues it", err, f.DisplayName, name)
+	}
+	return nil
 }
 
 // podTemplate is the pod template of the cluster's StatefulSet (nil when it does not exist).
@@ -176,15 +218,6 @@ func podTemplate(ctx context.Context, c client.Client, cluster *v1.MysqlCluster)
 		return nil, cmdutil.ExplainAPIError(err)
 	}
 	return &sts.Spec.Template, nil
-}
-
-// rollOut starts the upgrade of a running cluster whose pod template the apply changed: handed to
-// the watch that supervises it, or run here, and followed to its outcome.
-func (o *ApplyOptions) rollOut(ctx context.Context) error {
-	f, name := o.create.f, o.create.Cluster.Name
-	fmt.Fprintf(f.IOStreams.ErrOut, "the pod template of %s changed: rolling it out, one pod at a time (as '%s upgrade %s')\n", name, f.DisplayName, name)
-	up := &UpgradeOptions{f: f, Name: name, Timeout: o.upgradeTimeout(), Dialer: o.create.Dialer, Wait: true}
-	return up.Run(ctx)
 }
 
 // upgradeTimeout bounds a rollout started by apply: --timeout when given, else upgrade's default.

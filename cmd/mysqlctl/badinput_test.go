@@ -148,6 +148,7 @@ func TestBadInputTour(t *testing.T) {
 		unreadable = filepath.Join(dir, "missing.yaml") // running as root: use a file that is not there
 	}
 	renamed := file("renamed.yaml", "apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: base\nspec:\n  image: mariadb:10.11\n  replicas: 1\n  primaryService: elsewhere\n")
+	otherNS := file("other-ns.yaml", "apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: base\n  namespace: elsewhere\nspec:\n  image: mariadb:10.11\n  replicas: 1\n")
 	wrongKind := file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: base\ndata:\n  a: b\n")
 	zero := file("zero.yaml", "apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: zero\nspec:\n  image: mariadb:10.11\n  replicas: 0\n")
 
@@ -172,6 +173,7 @@ func TestBadInputTour(t *testing.T) {
 		{"unknown cluster", []string{"status", "nosuch"}, cmdutil.ExitFailed, []string{"nosuch not found", "get -n tour"}},
 		{"unknown cluster to switch over", []string{"switchover", "nosuch"}, cmdutil.ExitFailed, []string{"nosuch not found"}},
 		{"wrong context", []string{"status", "base", "--context", "nosuch"}, cmdutil.ExitUsage, []string{`context "nosuch" does not exist`, "get-contexts"}},
+		{"namespace of the file and -n differ", []string{"apply", "-f", otherNS}, cmdutil.ExitUsage, []string{`names namespace "elsewhere"`, `--namespace says "tour"`}},
 		{"unreadable file", []string{"apply", "-f", unreadable}, cmdutil.ExitUsage, []string{"cannot read -f"}},
 		{"wrong kind", []string{"create", "-f", wrongKind}, cmdutil.ExitUsage, []string{"ConfigMap", "want kind MysqlCluster"}},
 		{"no name", []string{"create"}, cmdutil.ExitUsage, []string{"needs a NAME or -f FILE"}},

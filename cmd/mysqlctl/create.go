@@ -244,6 +244,9 @@ func (o *CreateOptions) fromFile(ns string) (map[string]any, error) {
 	if c.Name == "" {
 		u.SetName(o.Name)
 	}
+	if flag := *o.f.ConfigFlags.Namespace; flag != "" && c.Namespace != "" && c.Namespace != flag {
+		return nil, cmdutil.FlagErrorf("%s names namespace %q, and --namespace says %q: drop one, or make them agree", o.File, c.Namespace, flag)
+	}
 	if c.Namespace == "" {
 		u.SetNamespace(ns)
 	}

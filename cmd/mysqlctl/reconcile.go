@@ -96,13 +96,20 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 
 // loadCluster reads the named cluster in the namespace of the connection flags.
 func loadCluster(ctx context.Context, f *cmdutil.Factory, name string) (client.Client, *v1.MysqlCluster, error) {
+	return loadClusterIn(ctx, f, "", name)
+}
+
+// loadClusterIn is loadCluster in namespace ns ("": the command line's namespace).
+func loadClusterIn(ctx context.Context, f *cmdutil.Factory, ns, name string) (client.Client, *v1.MysqlCluster, error) {
 	c, err := f.Client()
 	if err != nil {
 		return nil, nil, err
 	}
-	ns, err := f.Namespace()
-	if err != nil {
-		return nil, nil, err
+	if ns == "" {
+		var err error
+		if ns, err = f.Namespace(); err != nil {
+			return nil, nil, err
+		}
 	}
 	cluster := &v1.MysqlCluster{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster); err != nil {

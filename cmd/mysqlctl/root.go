@@ -87,10 +87,9 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		Use:   "mysqlctl",
 		Short: "Create and operate MySQL primary/replica clusters on Kubernetes",
 		Long: `mysqlctl creates MySQL (and MariaDB) primary/replica clusters on Kubernetes and operates
-them: planned switchover, failover of a dead primary, and 'watch', a supervisor that detects a
-dead primary and fails over by itself. (Rolling upgrades are not built yet: a changed image
-or my.cnf is written to the StatefulSet, whose update partition keeps every pod as it is.)
-Every operation records its stages and the evidence behind each decision in the MysqlCluster
+them: planned switchover, failover of a dead primary, rolling upgrades of the image or my.cnf
+(replicas first, the primary's role handed over by switchover), and 'watch', a supervisor that
+detects a dead primary and fails over by itself. Every operation records its stages and the evidence behind each decision in the MysqlCluster
 status, so an interrupted operation resumes exactly where it stopped.
 
 Connection flags (--kubeconfig, --context, -n) work as in kubectl. Flags marked configurable

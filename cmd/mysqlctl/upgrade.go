@@ -30,6 +30,9 @@ type UpgradeOptions struct {
 	Wait       bool
 	Plan       planFlags
 	resumeOnly bool
+	// namespace is the cluster's namespace when it is not the command line's (apply -f of a
+	// file that names one).
+	namespace string
 }
 
 // NewCmdUpgrade rolls a new pod template (image, configuration, resources) out.
@@ -61,7 +64,7 @@ Preparing; writes stop only during the handoff switchover.`,
 			"%[1]s upgrade demo --image mariadb:11.4",
 			"# Show the order of restarts, the version checks and the switchover target, changing nothing",
 			"%[1]s upgrade demo --image mariadb:11.4 --dry-run",
-			"# Roll out a mysqlConfig change applied with 'apply -f'",
+			"# Roll out a mysqlConfig change written by 'reconcile', or continue a stopped rollout",
 			"%[1]s upgrade demo"),
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -92,7 +95,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	_, cluster, err := loadClusterIn(ctx, o.f, o.namespace, o.Name)
 	if err != nil {
 		return err
 	}
@@ -128,7 +131,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	_, after, err := loadCluster(ctx, o.f, o.Name)
+	_, after, err := loadClusterIn(ctx, o.f, cluster.Namespace, o.Name)
 	if err != nil {
 		return err
 	}

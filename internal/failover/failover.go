@@ -269,7 +269,7 @@ func Elect(in ElectInput) (Decision, error) {
 		// Mid-upgrade, replicas run mixed versions. Replication from an older source to a newer
 		// replica is supported, the reverse is not: among equals, the oldest server is promoted,
 		// so that no replica is left behind a source newer than itself.
-		if c := compareVersions(a.m.Snapshot.Flavor.Version, b.m.Snapshot.Flavor.Version); c != 0 {
+		if c := compareServers(a.m.Snapshot.Flavor, b.m.Snapshot.Flavor); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.m.Ordinal, b.m.Ordinal)
@@ -299,8 +299,12 @@ func Elect(in ElectInput) (Decision, error) {
 		d.Reason = "requested with --to; holds every other survivor's transactions, no errant ones, within the lag bound"
 	case chosen != nil:
 		d.Reason = "holds every other survivor's transactions (most advanced), no errant ones, within the lag bound"
-		if newer := newerThan(chosen, all); newer != "" {
+		newer, older := versionSkew(chosen, all)
+		if newer != "" {
 			d.Reason += "; the oldest server version (" + chosen.m.Snapshot.Flavor.Version.String() + ", older than " + newer + "), so no replica follows a newer source"
+		}
+		if older != "" {
+			d.Reason += "; newer (" + chosen.m.Snapshot.Flavor.Version.String() + ") than " + older + ", which will follow a newer source until they are upgraded: the only candidate holding every transaction"
 		}
 	case in.Force:
 		// Forced: the requested replica, else the most advanced one that is neither errant nor
@@ -358,6 +362,22 @@ func Elect(in ElectInput) (Decision, error) {
 	return d, nil
 }
 
+// compareServers orders servers by version, oldest first; a server whose version is unknown
+// comes after every known one.
+func compareServers(a, b topology.Flavor) int {
+	if ak, bk := a.Line != "", b.Line != ""; ak != bk || !ak {
+		return cmp.Compare(boolRank(!ak), boolRank(!bk))
+	}
+	return compareVersions(a.Version, b.Version)
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // compareVersions orders server versions, oldest first.
 func compareVersions(a, b topology.Version) int {
 	if c := cmp.Compare(a.Major, b.Major); c != 0 {
@@ -369,15 +389,23 @@ func compareVersions(a, b topology.Version) int {
 	return cmp.Compare(a.Patch, b.Patch)
 }
 
-// newerThan lists the members whose servers are newer than the chosen one's.
-func newerThan(chosen *judged, all []*judged) string {
-	var names []string
+// versionSkew lists the members that will follow the chosen one (neither quarantined nor
+// errant) whose known server versions are newer, and older, than the chosen one's.
+func versionSkew(chosen *judged, all []*judged) (newer, older string) {
+	var n, o []string
 	for _, j := range all {
-		if j != chosen && compareVersions(j.m.Snapshot.Flavor.Version, chosen.m.Snapshot.Flavor.Version) > 0 {
-			names = append(names, j.m.Name+" "+j.m.Snapshot.Flavor.Version.String())
+		if j == chosen || j.m.Quarantined || j.errant || j.m.Snapshot.Flavor.Line == "" || chosen.m.Snapshot.Flavor.Line == "" {
+			continue
+		}
+		name := j.m.Name + " " + j.m.Snapshot.Flavor.Version.String()
+		switch compareVersions(j.m.Snapshot.Flavor.Version, chosen.m.Snapshot.Flavor.Version) {
+		case 1:
+			n = append(n, name)
+		case -1:
+			o = append(o, name)
 		}
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(n, ", "), strings.Join(o, ", ")
 }
 
 func errantEvidence(cl topology.Classification) string {

@@ -161,7 +161,19 @@ func TestElect(t *testing.T) {
 				withVersion(mariadb("db-1", 1001, "0-1000-11", "", topology.ThreadConnecting), 11, 4, 0),
 				withVersion(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting), 10, 11, 6),
 			}},
-			want: "db-1", safe: true, rejectHas: "db-2: lacks transactions db-1 has",
+			want: "db-1", safe: true, rejectHas: "db-2: lacks transactions db-1 has", reasonHas: "newer (11.4.0) than db-2 10.11.6, which will follow a newer source",
+		},
+		{
+			name: "a server whose version is unknown comes after the known ones",
+			in: ElectInput{History: known, Members: []Member{
+				func() Member {
+					m := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting)
+					m.Snapshot.Flavor.Line = ""
+					return m
+				}(),
+				withVersion(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting), 11, 4, 0),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-1: safe, but less advanced",
 		},
 		{
 			name: "an errant replica is never elected even when it looks most advanced",

@@ -33,6 +33,10 @@ const (
 type flavorTools struct {
 	rootPasswordEnv string
 	client, admin   string
+	// env is what else the image's entrypoint is told: MariaDB's upgrades the system tables
+	// (mariadb-upgrade) when the data directory was last used by another version, before the
+	// server starts; MySQL 8.0.16 and later upgrade themselves at startup.
+	env []corev1.EnvVar
 }
 
 func toolsFor(c *v1.MysqlCluster) flavorTools {
@@ -42,7 +46,8 @@ func toolsFor(c *v1.MysqlCluster) flavorTools {
 	}
 	if flavor == v1.FlavorMariaDB {
 		// MariaDB 11 images no longer ship the mysql* names.
-		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin"}
+		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin",
+			env: []corev1.EnvVar{{Name: "MARIADB_AUTO_UPGRADE", Value: "1"}}}
 	}
 	return flavorTools{rootPasswordEnv: "MYSQL_ROOT_PASSWORD", client: "mysql", admin: "mysqladmin"}
 }
@@ -145,7 +150,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 					Containers: []corev1.Container{{
 						Name:         ContainerName,
 						Image:        c.Spec.Image,
-						Env:          []corev1.EnvVar{rootPassword},
+						Env:          append([]corev1.EnvVar{rootPassword}, t.env...),
 						Ports:        []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
 						VolumeMounts: mounts,
 						Resources:    c.Spec.Resources,

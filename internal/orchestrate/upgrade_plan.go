@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -133,4 +134,23 @@ func rollSteps(c *v1.MysqlCluster, updated []bool, primary int) []string {
 		}
 	}
 	return steps
+}
+
+// RolloutPending reports whether a pod of the cluster does not run the StatefulSet's current
+// pod template: what 'upgrade' would roll out. A template the StatefulSet controller has not
+// observed yet does not count here (the caller that wrote it knows it changed).
+func (r *Runner) RolloutPending(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
+	sts := &appsv1.StatefulSet{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: StatefulSetName(c)}, sts); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {
+		return false, nil
+	}
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	updated, _ := rollState(c, pods, sts)
+	return slices.Contains(updated, false), nil
 }

@@ -237,3 +237,45 @@ func reportOutages(b *testing.B, what string, outages []time.Duration, lost, qua
 	b.ReportMetric(float64(quarantined), "false-quarantines")
 	b.Logf("%s outages: %v", what, outages)
 }
+
+// upgradeRuns is how many whole-cluster rollouts BenchmarkUpgradeUnavailability measures.
+const upgradeRuns = 5
+
+// BenchmarkUpgradeUnavailability measures, over upgradeRuns rollouts of a 3-instance cluster
+// (each a mysqlConfig change, so that every pod restarts, the primary's role handed over once)
+// under a continuous writer through the primary Service: the longest gap between acknowledged
+// writes, the whole upgrade's duration, and the acknowledged writes lost (expected 0).
+func BenchmarkUpgradeUnavailability(b *testing.B) {
+	t := &testing.T{}
+	ctx := context.Background()
+	root := appClusterB(b, t, ctx, "benchup")
+	defer deleteCluster(t, "benchup")
+	for i := 0; i < b.N; i++ {
+		var gaps, durations []time.Duration
+		lost := 0
+		for run := 0; run < upgradeRuns; run++ {
+			c := getCluster(t, ctx, "benchup")
+			c.Spec.MysqlConfig = map[string]string{"max_connections": fmt.Sprint(200 + i*upgradeRuns + run)}
+			if err := kube(t).Update(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+			w, stop := startWriterAt(ctx, "benchup", (i*upgradeRuns+run+1)*1_000_000)
+			time.Sleep(time.Second)
+			began := time.Now()
+			res := mysqlctl(t, "upgrade", "benchup", "--timeout", "10m")
+			took := time.Since(began)
+			time.Sleep(time.Second)
+			stop()
+			if res.code != 0 {
+				b.Fatalf("upgrade: %d %s", res.code, res.stderr)
+			}
+			gaps, durations = append(gaps, w.maxGap()), append(durations, took)
+			lost += lostAcked(t, ctx, getCluster(t, ctx, "benchup").Status.CurrentPrimary, root, w.acked)
+		}
+		b.ReportMetric(float64(percentile(gaps, 0.5).Milliseconds()), "p50-unavailable-ms")
+		b.ReportMetric(float64(percentile(gaps, 1).Milliseconds()), "max-unavailable-ms")
+		b.ReportMetric(percentile(durations, 0.5).Seconds(), "p50-upgrade-s")
+		b.ReportMetric(float64(lost), "acked-lost")
+		b.Logf("upgrade write gaps %v, durations %v", gaps, durations)
+	}
+}

@@ -20,8 +20,14 @@ import (
 // stops it, as it stops every real application account) and its table.
 func appCluster(t *testing.T, ctx context.Context, name string, replicas int) string {
 	t.Helper()
-	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", fmt.Sprint(replicas), "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+	began := time.Now()
+	res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", fmt.Sprint(replicas), "--storage-size", "128Mi", "--wait", "--timeout", "4m")
+	if res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
+	}
+	if took := time.Since(began); took > time.Minute {
+		// Seconds on an idle rig: a slow one shows where the time went.
+		t.Logf("create %s took %s:\n%s", name, took.Round(time.Second), res.stderr)
 	}
 	sec := secret(t, ctx, name)
 	root := string(sec.Data[orchestrate.SecretRootPassword])

@@ -83,7 +83,8 @@ func podUIDs(t *testing.T, ctx context.Context, pods ...string) map[string]strin
 //   - the plan of --dry-run names the order of restarts and the handoff, and changes nothing;
 //   - the image upgrade's CLI is SIGKILLed at every stage (the handoff switchover's first stage
 //     included) and `resume` finishes it each time from the recorded stage; every server then
-//     reports the new version (the rig makes mariadb:11.4 report 11.4.0);
+//     reports the new version (the rig makes mariadb:11.4 report 11.4.0) and had its system tables
+//     upgraded by the image's entrypoint (mariadb-upgrade, recorded in mysql_upgrade_info);
 //   - a downgrade is refused with exit 4 and restarts nothing;
 //   - a mysqlConfig change in the spec restarts nothing until `upgrade` runs; an upgrade aborted
 //     with its first pod in flight stops once that pod has passed its barrier, the others not
@@ -151,6 +152,10 @@ func TestUpgrade(t *testing.T) {
 		var v string
 		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@version").Scan(&v); err != nil || !strings.HasPrefix(v, "11.4.0") {
 			t.Fatalf("%s reports %q (%v) after the upgrade to mariadb:11.4", p, v, err)
+		}
+		// The system tables were upgraded once the new version ran (MARIADB_AUTO_UPGRADE).
+		if res, err := r.Exec(ctx, "default", p, "", 10*time.Second, "cat", "/var/lib/mysql/mysql_upgrade_info"); err != nil || res.Output != "11.4.0-MariaDB-rig" {
+			t.Fatalf("%s: mysql_upgrade_info %+v (%v), want 11.4.0-MariaDB-rig: the system tables were not upgraded", p, res, err)
 		}
 	}
 

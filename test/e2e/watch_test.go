@@ -557,7 +557,7 @@ func TestWatchSilentPrimary(t *testing.T) {
 // receive from it: unreachable is not dead. No failover, the writes go on, and once the path
 // heals the primary is Healthy again.
 func TestWatchCutFromPrimaryOnly(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	appCluster(t, ctx, "wp", 3)
 	defer deleteCluster(t, "wp")

@@ -15,7 +15,11 @@
 //     resolver (runtime.go, volumes.go, hosts.go).
 //     For the official mariadb image the agent supplies the image's files — docker-entrypoint.sh,
 //     healthcheck.sh and /etc/mysql — and runs the host's mariadbd; the only setting it changes is
-//     bind-address, which becomes the pod's address (image.go). Containers of other images run their
+//     bind-address, which becomes the pod's address (image.go). One build serves every tag: a tag
+//     of another version than the host's makes the server report it (mariadb:11.4 reports
+//     11.4.0-MariaDB-rig through mariadbd --version=…), and MARIADB_AUTO_UPGRADE runs that build's
+//     mariadb-upgrade with its version check skipped when the data directory's mysql_upgrade_info
+//     names another version, as the image does on a new series. Containers of other images run their
 //     command with the host's binaries, which is enough for init containers that are shell scripts.
 //   - Status: phase, pod IP, conditions, container states, restart counts and readiness from the
 //     probes the pod spec declares (exec, tcpSocket, httpGet), written through the pod status

@@ -6,8 +6,10 @@
 # initialised once, with the root password from MARIADB_ROOT_PASSWORD / MYSQL_ROOT_PASSWORD (or their
 # _FILE variants), MARIADB_ALLOW_EMPTY_ROOT_PASSWORD, MARIADB_RANDOM_ROOT_PASSWORD, MARIADB_ROOT_HOST,
 # MARIADB_DATABASE, MARIADB_USER / MARIADB_PASSWORD, MARIADB_REPLICATION_USER / _PASSWORD and the
-# files in /docker-entrypoint-initdb.d (*.sh, *.sql, *.sql.gz); then the server is exec'd with the
-# container's arguments. Arguments that start with "-" are mariadbd options.
+# files in /docker-entrypoint-initdb.d (*.sh, *.sql, *.sql.gz); with MARIADB_AUTO_UPGRADE, a data
+# directory last used by another version gets its system tables upgraded (mariadb-upgrade) first;
+# then the server is exec'd with the container's arguments. Arguments that start with "-" are
+# mariadbd options.
 #
 # Differences from the image, all invisible to a client: the datadir is copied from a template that
 # mariadb-install-db built once per rig (seconds faster per instance), the time zone tables are not
@@ -219,6 +221,8 @@ DATADIR="${DATADIR%/}"
 SOCKET="$(mysql_get_config socket "$@")"
 CLIENT_CNF=""
 TEMPLATE_HOST="$(cat "$RIG_TEMPLATE_DATADIR/.rig-template-host" 2>/dev/null || true)"
+# The version the server reports (the tag's, or the host build's).
+SERVER_VERSION="${RIG_REPORTED_VERSION:-${MARIADB_VERSION#*:}}"
 
 if [ ! -d "$DATADIR/mysql" ]; then
 	if [ -z "$MARIADB_ROOT_PASSWORD" ] && [ -z "$MARIADB_ALLOW_EMPTY_ROOT_PASSWORD" ] && [ -z "$MARIADB_RANDOM_ROOT_PASSWORD" ]; then
@@ -243,7 +247,23 @@ if [ ! -d "$DATADIR/mysql" ]; then
 	temp_server_stop
 	rm -f "$CLIENT_CNF"
 	mysql_note "Temporary server stopped"
+	printf '%s' "$SERVER_VERSION" >"$DATADIR/mysql_upgrade_info"
 	mysql_note "MariaDB init process done. Ready for start up."
+elif [ -n "${MARIADB_AUTO_UPGRADE:-}" ] && [ "$(cat "$DATADIR/mysql_upgrade_info" 2>/dev/null || true)" != "$SERVER_VERSION" ]; then
+	# MARIADB_AUTO_UPGRADE: the data directory was last upgraded by another version (its
+	# mysql_upgrade_info), so the system tables are upgraded on a temporary server before the real
+	# one starts; mariadb-upgrade writes no binary log, so replicas see no transaction of it.
+	# Rig differences: the one build reports several versions, so the client's version check is
+	# skipped and the info file is written here with the version the server reports.
+	mysql_note "MariaDB upgrade from $(cat "$DATADIR/mysql_upgrade_info" 2>/dev/null || echo unknown) to $SERVER_VERSION: starting temporary server"
+	temp_server_start "$@" --skip-grant-tables --loose-innodb_buffer_pool_dump_at_shutdown=0 ${RIG_REPORTED_VERSION:+--version=$RIG_REPORTED_VERSION}
+	if ! mariadb-upgrade --upgrade-system-tables --skip-version-check --force --skip-write-binlog --protocol=socket --socket="$SOCKET" -uroot; then
+		temp_server_stop
+		mysql_error "mariadb-upgrade to $SERVER_VERSION failed: the server is not started on system tables it could not upgrade"
+	fi
+	temp_server_stop
+	printf '%s' "$SERVER_VERSION" >"$DATADIR/mysql_upgrade_info"
+	mysql_note "MariaDB upgrade to $SERVER_VERSION done"
 fi
 
 # The rig runs one MariaDB build for every tag; a tag of another version makes the server report
