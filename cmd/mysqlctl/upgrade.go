@@ -23,9 +23,10 @@ const defaultUpgradeTimeout = 30 * time.Minute
 type UpgradeOptions struct {
 	f *cmdutil.Factory
 
-	Name       string
-	Image      string
-	Timeout    time.Duration
+	Name         string
+	Image        string
+	Timeout      time.Duration
+	BarrierBound time.Duration
 	Dialer     string
 	Wait       bool
 	Plan       planFlags
@@ -56,7 +57,8 @@ upgrade lowers its partition, one pod at a time, each step recorded in the clust
                     (fence, catch up, promote) to a replica already on the new template
   PrimaryReady      every pod runs the new template and the cluster is healthy
 
-A barrier that does not hold within 5 minutes stops the rollout with the reason (exit code 4);
+A barrier that does not hold within --barrier-timeout (5 minutes) stops the rollout with the
+reason (exit code 4);
 nothing restarts after it. 'resume NAME' continues an interrupted or stopped upgrade from
 Preparing; writes stop only during the handoff switchover.`,
 		Example: example(f,
@@ -72,6 +74,9 @@ Preparing; writes stop only during the handoff switchover.`,
 			if o.Timeout <= 0 {
 				return cmdutil.FlagErrorf("--timeout must be positive")
 			}
+			if o.BarrierBound <= 0 {
+				return cmdutil.FlagErrorf("--barrier-timeout must be positive")
+			}
 			if err := o.Plan.validate(); err != nil {
 				return err
 			}
@@ -83,6 +88,7 @@ Preparing; writes stop only during the handoff switchover.`,
 	}
 	cmd.Flags().StringVar(&o.Image, "image", "", "The image to move to, with a version tag (for example mariadb:11.4); default: the spec's image")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultUpgradeTimeout, "How long the whole upgrade may take")
+	cmd.Flags().DurationVar(&o.BarrierBound, "barrier-timeout", 5*time.Minute, "How long each restarted pod may take to pass its barrier (a replica with a long backlog to apply needs more) before the rollout stops")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
 	addWaitFlag(cmd, &o.Wait)
@@ -127,7 +133,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
 	if _, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
-		return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: o.resumeOnly})
+		return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: o.resumeOnly, BarrierBound: o.BarrierBound})
 	}); err != nil {
 		return err
 	}

@@ -59,8 +59,10 @@ type stageEnv struct {
 	primaryName string
 	// switchover and failover: the old primary.
 	old string
-	// overdue is true once the stage has waited past its bound.
+	// overdue is true once the stage has waited past its bound; bound is that bound (set by
+	// the caller to replace the kind's own, for the stages the kind bounds).
 	overdue bool
+	bound   time.Duration
 	// failover: the pods as the failover sees them, whether the run was forced, and whether
 	// the old primary answered and was fenced over SQL.
 	v          failoverView
@@ -87,6 +89,10 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 		x.ev = &v1.OperationEvidence{}
 	}
 	if b, ok := k.bounds[op.Stage]; ok && op.StageStartedAt != nil {
+		if x.bound > 0 {
+			b = x.bound
+		}
+		x.bound = b
 		// The bound counts from when the stage began, but never from before this run first
 		// tried it: a run resumed long after gets the whole bound too.
 		began := op.StageStartedAt.Time

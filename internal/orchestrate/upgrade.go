@@ -48,6 +48,8 @@ const revisionLabel = "controller-revision-hash"
 type UpgradeOptions struct {
 	// ResumeOnly continues the recorded upgrade and never starts one.
 	ResumeOnly bool
+	// BarrierBound is how long each barrier may take to hold (0: upgradeBarrierBound).
+	BarrierBound time.Duration
 }
 
 // Upgrade restarts every pod onto the StatefulSet's current pod template, one at a time behind
@@ -94,7 +96,7 @@ func (r *Runner) Upgrade(ctx context.Context, key client.ObjectKey, opts Upgrade
 		}
 		started = true
 		if _, _, err := r.step(ctx, key, c, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
-			return r.runStage(ctx, upgradeKind, c, op, stageEnv{})
+			return r.runStage(ctx, upgradeKind, c, op, stageEnv{bound: opts.BarrierBound})
 		}); err != nil {
 			return err
 		}

@@ -338,7 +338,7 @@ func bounded(run stageFunc) stageFunc {
 		next, change, err := run(r, ctx, x)
 		var ny errNotYet
 		if errors.As(err, &ny) && x.overdue {
-			return r.stopUpgrade(ctx, x, fmt.Sprintf("stage %s did not hold within %s: %s", x.op.Stage, upgradeBarrierBound, ny.msg), true)
+			return r.stopUpgrade(ctx, x, fmt.Sprintf("stage %s did not hold within %s: %s", x.op.Stage, x.bound, ny.msg), true)
 		}
 		return next, change, err
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -288,5 +289,71 @@ func applyRollsOut(t *testing.T, ctx context.Context, root string, pods []string
 	}
 	if c := getCluster(t, ctx, "up"); c.Status.Upgrade != nil || c.Status.Operation != nil || c.Status.History[0].Type != orchestrate.OperationUpgrade || c.Status.History[0].Result != "Succeeded" {
 		t.Fatalf("after the apply's rollout: upgrade %+v, operation %+v, history %+v", c.Status.Upgrade, c.Status.Operation, c.Status.History[0])
+	}
+}
+
+// TestUpgradeStopsOnReplicaThatNeverCatchesUp: the first replica restarted by an upgrade is
+// made to never apply what the primary commits (a replication delay of an hour, set once it runs
+// the new template). Its barrier does not hold within --barrier-timeout, so the rollout stops
+// with the reason (exit 4, history Failed), and no other pod restarts. Once the delay is gone,
+// `resume` finishes the rollout and every committed row is on every instance.
+func TestUpgradeStopsOnReplicaThatNeverCatchesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "ub", 3)
+	defer deleteCluster(t, "ub")
+	pods := []string{"ub-0", "ub-1", "ub-2"}
+	primary := getCluster(t, ctx, "ub").Status.CurrentPrimary
+	uids := podUIDs(t, ctx, pods...)
+
+	killAt(t, ctx, orchestrate.StageTemplateReady, "upgrade", "ub", "--image", "mariadb:11.4")
+	slow := getCluster(t, ctx, "ub").Status.Upgrade.Pod
+	if slow == "" || slow == primary || podUIDs(t, ctx, slow)[slow] == uids[slow] {
+		t.Fatalf("killed at %s: the pod in flight is %q (primary %s), restarted: %v", orchestrate.StageTemplateReady, slow, primary, slow != "" && podUIDs(t, ctx, slow)[slow] != uids[slow])
+	}
+	delay := func(seconds int) {
+		eventually(t, ctx, "a replication delay on "+slow, func() error {
+			d := db(t, mustPodAddr(t, ctx, slow), root)
+			for _, q := range []string{"STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY=" + fmt.Sprint(seconds), "START SLAVE"} {
+				if _, err := d.ExecContext(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	delay(3600)
+	p := db(t, mustPodAddr(t, ctx, primary), root)
+	for i := 1; i <= 5; i++ {
+		if _, err := p.ExecContext(ctx, "INSERT INTO app.w VALUES (?)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	res := mysqlctl(t, "upgrade", "ub", "--barrier-timeout", "20s")
+	if res.code != 4 || !strings.Contains(res.stderr, "did not hold within 20s") || !strings.Contains(res.stderr, slow) {
+		t.Fatalf("upgrade with a replica that never catches up: exit %d (want 4, naming the bound and %s)\n%s%s", res.code, slow, res.stdout, res.stderr)
+	}
+	c := getCluster(t, ctx, "ub")
+	if c.Status.Operation != nil || c.Status.Upgrade == nil || c.Status.History[0].Type != orchestrate.OperationUpgrade || c.Status.History[0].Result != "Failed" || c.Status.CurrentPrimary != primary {
+		t.Fatalf("after the stopped rollout: operation %+v, upgrade %+v, history %+v, primary %s", c.Status.Operation, c.Status.Upgrade, c.Status.History[0], c.Status.CurrentPrimary)
+	}
+	for pod, uid := range podUIDs(t, ctx, pods...) {
+		if pod != slow && uid != uids[pod] {
+			t.Fatalf("the stopped rollout restarted %s after %s failed its barrier", pod, slow)
+		}
+	}
+
+	delay(0)
+	if res := mysqlctl(t, "resume", "ub", "--timeout", "5m"); res.code != 0 || !strings.Contains(res.stderr, "upgrade "+orchestrate.StagePrimaryReady) {
+		t.Fatalf("resume once the replica catches up: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for _, pod := range pods {
+		d := db(t, mustPodAddr(t, ctx, pod), root)
+		var v string
+		var n int
+		if err := d.QueryRowContext(ctx, "SELECT @@version, (SELECT COUNT(*) FROM app.w WHERE id BETWEEN 1 AND 5)").Scan(&v, &n); err != nil || !strings.HasPrefix(v, "11.4.0") || n != 5 {
+			t.Fatalf("%s after the resumed rollout: version %q, %d of 5 rows (%v)", pod, v, n, err)
+		}
 	}
 }

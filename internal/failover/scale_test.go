@@ -1,0 +1,53 @@
+package failover
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPlanScale(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      ScaleInput
+		steps   []string
+		refusal string
+	}{
+		{"up one at a time", ScaleInput{From: 3, To: 5, Primary: 0, WaitForReplicas: 1},
+			[]string{"add ordinal 3", "add ordinal 4"}, ""},
+		{"down, highest first, primary stays", ScaleInput{From: 5, To: 2, Primary: 1, WaitForReplicas: 1},
+			[]string{"remove ordinal 4", "remove ordinal 3", "remove ordinal 2"}, ""},
+		{"down past the primary: its role moves first to the lowest healthy ordinal that stays",
+			ScaleInput{From: 3, To: 2, Primary: 2, WaitForReplicas: 1, Healthy: []bool{false, true, false}},
+			[]string{"switchover to ordinal 1", "remove ordinal 2"}, ""},
+		{"down past the primary with no healthy replica left", ScaleInput{From: 3, To: 2, Primary: 2, Healthy: []bool{false, false, false}},
+			nil, "no instance below 2 is a healthy replica"},
+		{"down past the primary with --no-switchover", ScaleInput{From: 3, To: 2, Primary: 2, NoSwitchover: true, Healthy: []bool{true, true, true}},
+			nil, "--no-switchover"},
+		{"below the semi-sync quorum", ScaleInput{From: 3, To: 2, Primary: 0, WaitForReplicas: 2},
+			nil, "semiSync.waitForReplicas is 2"},
+		{"semi-sync off allows one instance", ScaleInput{From: 3, To: 1, Primary: 0},
+			[]string{"remove ordinal 2", "remove ordinal 1"}, ""},
+		{"zero instances", ScaleInput{From: 3, To: 0, Primary: 0}, nil, "1 to 64"},
+		{"65 instances", ScaleInput{From: 3, To: 65, Primary: 0}, nil, "1 to 64"},
+		{"no change", ScaleInput{From: 3, To: 3, Primary: 0, WaitForReplicas: 1}, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := PlanScale(tt.in)
+			if !strings.Contains(p.Refusal, tt.refusal) || (tt.refusal == "") != (p.Refusal == "") {
+				t.Fatalf("refusal %q, want one containing %q", p.Refusal, tt.refusal)
+			}
+			if p.Refusal != "" && len(p.Steps) > 0 {
+				t.Fatalf("a refused plan has steps: %v", p.Steps)
+			}
+			if len(p.Steps) != len(tt.steps) {
+				t.Fatalf("steps %v, want %v", p.Steps, tt.steps)
+			}
+			for i, s := range p.Steps {
+				if !strings.HasPrefix(s.String(), tt.steps[i]) {
+					t.Errorf("step %d is %q, want %q", i, s, tt.steps[i])
+				}
+			}
+		})
+	}
+}
