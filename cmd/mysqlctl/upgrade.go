@@ -27,10 +27,10 @@ type UpgradeOptions struct {
 	Image        string
 	Timeout      time.Duration
 	BarrierBound time.Duration
-	Dialer     string
-	Wait       bool
-	Plan       planFlags
-	resumeOnly bool
+	Dialer       string
+	Wait         bool
+	Plan         planFlags
+	resumeOnly   bool
 	// namespace is the cluster's namespace when it is not the command line's (apply -f of a
 	// file that names one).
 	namespace string
