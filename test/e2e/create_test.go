@@ -229,6 +229,7 @@ func TestCreateOneInstance(t *testing.T) {
 // stage, then runs reconcile: it must finish from the recorded stage, and provenance recorded
 // before the kill must be unchanged.
 func TestBootstrapResumesAfterKillAtEveryStage(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	for i, stage := range orchestrate.BootstrapStages {
 		t.Run(stage, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

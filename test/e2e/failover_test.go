@@ -518,6 +518,7 @@ func metaCondition(c *v1.MysqlCluster, typ string) *metav1.Condition {
 // acknowledged write present. The lost pod then returns and reconcile rejoins it. Abort is
 // exercised too: refused past promotion, a rollback before it.
 func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "fk", 3)

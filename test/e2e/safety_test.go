@@ -301,6 +301,7 @@ func TestReconcileRefreshesPrimaryObservation(t *testing.T) {
 // either the candidate thaws and resume finishes, or it restarts (read-only) and abort rolls
 // back; both end with exactly one writable instance.
 func TestCandidateFrozenAtPromoting(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	for _, way := range []string{"thaw-resume", "restart-abort"} {
 		t.Run(way, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

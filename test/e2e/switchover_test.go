@@ -284,6 +284,7 @@ func TestSecondActorIsRefused(t *testing.T) {
 // stage; `resume` (after the dead actor's lease expires) finishes from the recorded stage, with
 // exactly one writable instance and nothing lost.
 func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if res := mysqlctl(t, "create", "swk", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "3m"); res.code != 0 {

@@ -93,6 +93,7 @@ func podUIDs(t *testing.T, ctx context.Context, pods ...string) map[string]strin
 //   - `apply -f` of a downgrade is refused with exit 4 and writes nothing; `apply -f` of a changed
 //     mysqlConfig rolls it out by itself.
 func TestUpgrade(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	began := time.Now()
@@ -298,6 +299,7 @@ func applyRollsOut(t *testing.T, ctx context.Context, root string, pods []string
 // with the reason (exit 4, history Failed), and no other pod restarts. Once the delay is gone,
 // `resume` finishes the rollout and every committed row is on every instance.
 func TestUpgradeStopsOnReplicaThatNeverCatchesUp(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "ub", 3)
