@@ -19,7 +19,8 @@ import (
 // BenchmarkWatchManyClusters: one `watch` process supervises 1, 10 and 30 clusters of three real
 // instances each, every one checked every second: the process's CPU (cores, over a minute), its
 // RSS, the p99 of its checks of the primaries (from its own histogram), and the outage of an
-// automatic failover of one cluster while all are watched. MYSQLCTL_BENCH_CLUSTERS overrides the
+// automatic failover of one cluster while all are watched, and last, as a control, the same with
+// only that cluster watched while every other still runs. MYSQLCTL_BENCH_CLUSTERS overrides the
 // sizes (for example "1,3"). The rig's node holds 32 pods (10 clusters): run 30 with
 // MYSQLCTL_RIG_MAX_PODS=96.
 func BenchmarkWatchManyClusters(b *testing.B) {
@@ -81,11 +82,23 @@ func BenchmarkWatchManyClusters(b *testing.B) {
 			}
 		})
 	}
+	// The control: the same machine (every cluster's servers and probes running), one cluster
+	// watched. Its outage against the largest size's separates what the supervisor costs from
+	// what the loaded machine does.
+	if len(names) > 1 {
+		b.Run(fmt.Sprintf("%d-present-1-watched", len(names)), func(b *testing.B) {
+			for range b.N {
+				manyClustersRun(b, t, ctx, names[:1], names[0])
+			}
+		})
+	}
 }
 
-func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []string) {
+// manyClustersRun measures one watch process over names; scope is what it is told to watch
+// (none: every cluster in the namespace).
+func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []string, scope ...string) {
 	addr := freeAddr(t)
-	w := startWatch(t, nil, "--metrics-addr", addr)
+	w := startWatch(t, nil, append(scope, "--metrics-addr", addr)...)
 	defer func() { _ = w.cmd.Process.Signal(syscall.SIGKILL); <-w.done }()
 	// Every bench cluster supervised, every instance answering.
 	deadline := time.Now().Add(3 * time.Minute)
