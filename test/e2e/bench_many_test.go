@@ -142,6 +142,18 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	wr, stop := startWriter(ctx, victim)
 	defer stop()
 	time.Sleep(1500 * time.Millisecond)
+	// The outage is a gap between acknowledged writes: on a loaded machine the writer may not
+	// have written yet, and a gap that starts after the fault would measure nothing.
+	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, ok := wr.firstAckAfter(time.Time{}); ok {
+			break
+		}
+		if time.Now().After(wait) {
+			_, last := wr.failures()
+			b.Fatalf("the writer to %s acknowledged nothing in 30 s: %s", victim, last)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	primary := getCluster(t, ctx, victim).Status.CurrentPrimary
 	faulted := time.Now()
 	if err := r.Inject(rig.Kill, "default", primary); err != nil {
