@@ -200,6 +200,8 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		return nil
 	}
 	if err == nil {
+		// The judgement above is Confirming's: it is recorded as Confirming records it.
+		r.event(ctx, c, false, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
 		r.event(ctx, c, true, "SwitchoverSuperseded", msg)
 	}
 	return err

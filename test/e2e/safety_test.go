@@ -48,6 +48,10 @@ func TestDeadPrimaryMidSwitchoverFailoverSupersedes(t *testing.T) {
 			if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, name+"-1"), root)) {
 				t.Errorf("%s-1 is not writable after the failover", name)
 			}
+			// The superseding failover skips Confirming, whose judgement it made: the death is
+			// recorded as an Event all the same.
+			reasons, texts := eventReasons(t, ctx, name)
+			requireEvents(t, reasons, texts, "PrimaryConfirmedDown", "SwitchoverSuperseded", "Promoted")
 			// Two instances: the new primary has nobody to acknowledge, and status says so.
 			if cond := metaCondition(c, v1.ConditionSemiSynchronous); cond == nil || cond.Status != metav1.ConditionFalse || c.Status.Phase != v1.PhaseDegraded {
 				t.Errorf("a primary with no semi-sync replica: condition %+v phase %s", cond, c.Status.Phase)
