@@ -158,11 +158,17 @@ type MysqlClusterStatus struct {
 	// not edit.
 	// +optional
 	ErrantInstances []ErrantInstance `json:"errantInstances,omitempty"`
-	// Reserved for rolling image upgrades, which mysqlctl does not implement yet, so no command
-	// writes it; do not edit. When present, its partition is applied to the StatefulSet and the
-	// PodDisruptionBudget stays closed.
+	// The rolling upgrade in progress, or held by an abort (`mysqlctl upgrade`): its barrier, the
+	// pod in flight and the pods done. While it is set, its partition is applied to the
+	// StatefulSet and the PodDisruptionBudget allows no eviction. Written by mysqlctl; do not edit.
 	// +optional
 	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+	// The scale in progress (`mysqlctl scale`, or `apply -f` of a new spec.replicas): the instance
+	// count it moves from and to, the instance in flight and how its data was seeded. Present from
+	// the scale's first stage to its last; while it is set the StatefulSet's replicas follow it,
+	// not spec.replicas. Written by mysqlctl; do not edit.
+	// +optional
+	Scale *ScaleStatus `json:"scale,omitempty"`
 	// The last request a supervising `mysqlctl watch` took from the mysqlctl.io/request annotation,
 	// and its outcome. A switchover, failover, resume or abort typed while a watch supervises the
 	// cluster is left there as a request, and the command follows its outcome here. Written by
@@ -187,6 +193,10 @@ type Request struct {
 	Force bool `json:"force,omitempty"`
 	// Reason is the reason recorded with failover --force.
 	Reason string `json:"reason,omitempty"`
+	// Replicas is the instance count a scale request asks for.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// DeleteData is scale --delete-data.
+	DeleteData bool `json:"deleteData,omitempty"`
 	// CatchUpTimeout bounds the candidate's catch-up (switchover, failover).
 	CatchUpTimeout *metav1.Duration `json:"catchUpTimeout,omitempty"`
 	// By is who asked (the requesting process's actor name).
@@ -325,6 +335,52 @@ type GTIDBootstrapRecord struct {
 	BootstrapGTIDSet string `json:"bootstrapGTIDSet,omitempty"`
 	// When mysqlctl wrote the record.
 	RecordedAt metav1.Time `json:"recordedAt"`
+	// How the instance got its data: created (initialized empty with the cluster), replay (joined
+	// empty and replays the primary's binary logs) or copy (a logical copy from the donor, loaded
+	// without binary logging, starting at the donor's GTID position). Empty in records written
+	// before mysqlctl recorded it.
+	// +optional
+	Method string `json:"method,omitempty"`
+	// Pod the data was copied from, when method is copy.
+	// +optional
+	Donor string `json:"donor,omitempty"`
+}
+
+// ScaleStatus is the persisted state of a scale: the StatefulSet's replicas follow it while set.
+type ScaleStatus struct {
+	// Identifier of the scale operation.
+	ID string `json:"id"`
+	// Instance count when the scale started.
+	From int32 `json:"from"`
+	// Instance count the scale moves to.
+	To int32 `json:"to"`
+	// What happens to the instance of ordinal: add or remove (empty before the first one).
+	// +optional
+	Action string `json:"action,omitempty"`
+	// StatefulSet ordinal of the instance being added or removed.
+	Ordinal int32 `json:"ordinal"`
+	// Pods the StatefulSet runs while the scale is set (its replicas), whatever spec.replicas says:
+	// the scale moves it one instance at a time.
+	Replicas int32 `json:"replicas"`
+	// Delete the data volume of each removed instance (scale --delete-data); kept otherwise.
+	// +optional
+	DeleteData bool `json:"deleteData,omitempty"`
+	// How the instance in flight gets its data: replay (the primary's binary logs still hold every
+	// transaction) or copy (they do not: a copy from a donor); empty until decided.
+	// +optional
+	SeedMethod string `json:"seedMethod,omitempty"`
+	// Why the seed method was chosen, with the evidence (the primary's purged GTID position).
+	// +optional
+	SeedReason string `json:"seedReason,omitempty"`
+	// Pod the instance in flight is copied from (seedMethod copy).
+	// +optional
+	Donor string `json:"donor,omitempty"`
+	// Name of the Job that copies the donor's data into the instance in flight.
+	// +optional
+	SeedJob string `json:"seedJob,omitempty"`
+	// Pods added or removed so far, in order.
+	// +optional
+	Done []string `json:"done,omitempty"`
 }
 
 // HAStatus is the supervisor's persisted view of the primary's health.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // ApplyOptions holds the apply command's flags.
@@ -129,6 +131,9 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 		return cmdutil.ExplainAPIError(err)
 	}
 	if existed {
+		if err := o.scaleIfPending(ctx, c); err != nil {
+			return err
+		}
 		if err := o.rollOutIfPending(ctx, c, before); err != nil {
 			return err
 		}
@@ -161,8 +166,26 @@ func (o *ApplyOptions) checkImageChange(ctx context.Context, c client.Client) (b
 			return false, nil, err
 		}
 	}
+	if n := desired.Spec.Replicas; live.Status.CurrentPrimary != "" && n != 0 && n != live.Spec.Replicas && !removesPrimary(live, n) {
+		// The scale this apply starts is planned before anything is written (an apply that
+		// would remove the primary's pod is refused later, with the switchover to run).
+		p, err := planScale(ctx, o.create.f, o.create.Dialer, o.upgradeTimeout(), client.ObjectKeyFromObject(live), n, false)
+		if err != nil {
+			return false, nil, err
+		}
+		if p.Refusal != "" {
+			return false, nil, fmt.Errorf("%w: scale of %s to %d refused, nothing was changed: %s", outcome.ErrUnsafe, p.Cluster, n, p.Refusal)
+		}
+	}
 	tpl, err := podTemplate(ctx, c, live)
 	return true, tpl, err
+}
+
+// removesPrimary reports whether n instances leave out the recorded primary's ordinal.
+func removesPrimary(c *v1.MysqlCluster, n int32) bool {
+	i := strings.LastIndex(c.Status.CurrentPrimary, "-")
+	ord, err := strconv.Atoi(c.Status.CurrentPrimary[i+1:])
+	return err == nil && int32(ord) >= n
 }
 
 // rollOutIfPending starts the upgrade of a running cluster whose pods do not all run the pod
@@ -203,6 +226,27 @@ func (o *ApplyOptions) rollOutIfPending(ctx context.Context, c client.Client, be
 	up := &UpgradeOptions{f: f, Name: name, namespace: live.Namespace, Timeout: o.upgradeTimeout(), Dialer: o.create.Dialer, Wait: true}
 	if err := up.Run(ctx); err != nil {
 		return fmt.Errorf("the apply was written, and its rollout did not finish: %w; '%s upgrade %s' continues it", err, f.DisplayName, name)
+	}
+	return nil
+}
+
+// scaleIfPending runs the scale of a bootstrapped cluster whose spec.replicas this apply (or an
+// earlier one) changed: the StatefulSet keeps its count until the scale moves it, one instance
+// at a time.
+func (o *ApplyOptions) scaleIfPending(ctx context.Context, c client.Client) error {
+	f, name := o.create.f, o.create.Cluster.Name
+	live := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o.create.Cluster), live); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	pending, err := orchestrate.ScalePending(ctx, c, live)
+	if err != nil || !pending {
+		return cmdutil.ExplainAPIError(err)
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "spec.replicas of %s is %d: scaling to it, one instance at a time (as '%s scale %s --replicas %d')\n", name, live.Spec.Replicas, f.DisplayName, name, live.Spec.Replicas)
+	sc := &ScaleOptions{f: f, Name: name, namespace: live.Namespace, Replicas: live.Spec.Replicas, Timeout: o.upgradeTimeout(), Dialer: o.create.Dialer, Wait: true, Plan: planFlags{Output: "text"}}
+	if err := sc.Run(ctx); err != nil {
+		return fmt.Errorf("the apply was written, and its scale did not finish: %w; '%s resume %s' continues it", err, f.DisplayName, name)
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package failover
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
 
 // ScaleInput is what PlanScale looks at.
 type ScaleInput struct {
@@ -54,7 +58,11 @@ func PlanScale(in ScaleInput) ScalePlan {
 	case in.To < 1 || in.To > 64:
 		return ScalePlan{Refusal: fmt.Sprintf("%d instances: a cluster has 1 to 64", in.To)}
 	case in.WaitForReplicas > 0 && in.To-1 < in.WaitForReplicas:
-		return ScalePlan{Refusal: fmt.Sprintf("%d instances leave %d replicas, and semiSync.waitForReplicas is %d: lower it first, or keep at least %d instances", in.To, in.To-1, in.WaitForReplicas, in.WaitForReplicas+1)}
+		way := fmt.Sprintf("lower semiSync.waitForReplicas first, or keep at least %d instances", in.WaitForReplicas+1)
+		if in.WaitForReplicas == 1 {
+			way = "a single instance has no replica to acknowledge: set semiSync.enabled to false first, or keep at least 2 instances"
+		}
+		return ScalePlan{Refusal: fmt.Sprintf("%d instances leave %d replicas, and the primary waits for %d semi-sync acknowledgement(s) (semiSync.waitForReplicas): %s", in.To, in.To-1, in.WaitForReplicas, way)}
 	}
 	var p ScalePlan
 	for k := in.From; k < in.To; k++ {
@@ -86,3 +94,38 @@ func PlanScale(in ScaleInput) ScalePlan {
 }
 
 func ptrTo(v int) *int { return &v }
+
+// Seed methods: how an added (or rebuilt) instance gets its data before it replicates.
+const (
+	// SeedReplay joins the instance as it is: the primary's binary logs still hold every
+	// transaction it lacks, and replication replays them.
+	SeedReplay = "replay"
+	// SeedCopy copies a donor's data into the instance first (MySQL: CLONE; MariaDB: a logical
+	// copy loaded without binary logging at the donor's GTID position): the primary purged
+	// binary logs the instance would need.
+	SeedCopy = "copy"
+)
+
+// ChooseSeed decides how the instance joiner gets its data from the primary's state: replay when
+// the primary's binary logs are proven to hold everything joiner lacks, copy otherwise (also
+// when the primary's purged boundary could not be read: replay cannot be proven to work). The
+// reason names the evidence. Whether joiner's history is an ancestor of the primary's is judged
+// separately, at the join.
+func ChooseSeed(primary, joiner topology.Snapshot) (method, reason string) {
+	if joiner.Flavor.IsMariaDB() {
+		have, purged := joiner.GTID.CurrentPos, primary.GTID.PurgedPos
+		switch {
+		case !primary.GTID.PurgedKnown:
+			return SeedCopy, "the primary's purged binary log position could not be read, so replaying its binary logs is not proven to work"
+		case have.Contains(purged):
+			return SeedReplay, fmt.Sprintf("the primary's binary logs start at [%s], which the instance's position [%s] covers: it replays the rest", purged, have)
+		default:
+			return SeedCopy, fmt.Sprintf("the primary's binary logs start at [%s], after the instance's position [%s]: the transactions between were purged", purged, have)
+		}
+	}
+	need := primary.GTID.Executed.Subtract(joiner.GTID.Executed)
+	if gone := need.Intersect(primary.GTID.Purged); !gone.IsEmpty() {
+		return SeedCopy, fmt.Sprintf("the primary purged binary logs holding %s, which the instance lacks", gone)
+	}
+	return SeedReplay, fmt.Sprintf("the primary's binary logs hold every transaction the instance lacks (purged: [%s])", primary.GTID.Purged)
+}

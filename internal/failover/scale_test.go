@@ -3,6 +3,9 @@ package failover
 import (
 	"strings"
 	"testing"
+
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
 )
 
 func TestPlanScale(t *testing.T) {
@@ -24,7 +27,7 @@ func TestPlanScale(t *testing.T) {
 		{"down past the primary with --no-switchover", ScaleInput{From: 3, To: 2, Primary: 2, NoSwitchover: true, Healthy: []bool{true, true, true}},
 			nil, "--no-switchover"},
 		{"below the semi-sync quorum", ScaleInput{From: 3, To: 2, Primary: 0, WaitForReplicas: 2},
-			nil, "semiSync.waitForReplicas is 2"},
+			nil, "waits for 2 semi-sync acknowledgement(s)"},
 		{"semi-sync off allows one instance", ScaleInput{From: 3, To: 1, Primary: 0},
 			[]string{"remove ordinal 2", "remove ordinal 1"}, ""},
 		{"zero instances", ScaleInput{From: 3, To: 0, Primary: 0}, nil, "1 to 64"},
@@ -47,6 +50,45 @@ func TestPlanScale(t *testing.T) {
 				if !strings.HasPrefix(s.String(), tt.steps[i]) {
 					t.Errorf("step %d is %q, want %q", i, s, tt.steps[i])
 				}
+			}
+		})
+	}
+}
+
+func TestChooseSeed(t *testing.T) {
+	maria := func(current, purged string, known bool) topology.Snapshot {
+		s := topology.Snapshot{Flavor: topology.Flavor{Line: topology.MariaDB}}
+		s.GTID.CurrentPos = gtid.MustParseMariaDBPos(current)
+		s.GTID.PurgedPos = gtid.MustParseMariaDBPos(purged)
+		s.GTID.PurgedKnown = known
+		return s
+	}
+	mysql := func(executed, purged string) topology.Snapshot {
+		s := topology.Snapshot{Flavor: topology.Flavor{Line: topology.MySQL80}}
+		s.GTID.Executed = gtid.MustParseMySQLSet(executed)
+		s.GTID.Purged = gtid.MustParseMySQLSet(purged)
+		return s
+	}
+	const u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	tests := []struct {
+		name            string
+		primary, joiner topology.Snapshot
+		want, reason    string
+	}{
+		{"nothing purged: an empty instance replays", maria("0-1000-50", "", true), maria("", "", true), SeedReplay, "covers"},
+		{"purged past an empty instance: copy", maria("0-1000-50", "0-1000-20", true), maria("", "", true), SeedCopy, "purged"},
+		{"purged before a returning instance's position: replay", maria("0-1000-50", "0-1000-20", true), maria("0-1000-30", "", true), SeedReplay, "covers"},
+		{"purged past a returning instance's position: copy", maria("0-1000-50", "0-1000-40", true), maria("0-1000-30", "", true), SeedCopy, "purged"},
+		{"purged boundary unknown: copy, never a guess", maria("0-1000-50", "", false), maria("", "", true), SeedCopy, "could not be read"},
+		{"MySQL: nothing purged", mysql(u+":1-50", ""), mysql("", ""), SeedReplay, "hold every transaction"},
+		{"MySQL: purged what the instance lacks", mysql(u+":1-50", u+":1-20"), mysql("", ""), SeedCopy, u + ":1-20"},
+		{"MySQL: purged only what the instance has", mysql(u+":1-50", u+":1-20"), mysql(u+":1-30", ""), SeedReplay, "hold every transaction"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := ChooseSeed(tt.primary, tt.joiner)
+			if got != tt.want || !strings.Contains(reason, tt.reason) {
+				t.Fatalf("ChooseSeed = %s (%s), want %s naming %q", got, reason, tt.want, tt.reason)
 			}
 		})
 	}

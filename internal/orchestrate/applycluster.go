@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +81,12 @@ func DecideApply(s ApplySnapshot) (ApplyDecision, error) {
 		if o.Kind == "StatefulSet" {
 			stsChanges = true
 		}
+	}
+	if s.Exists && s.CurrentPrimary != "" && s.Replicas != s.PreviousReplicas && !stsChanges {
+		// The StatefulSet keeps its count (pinReplicas) until the scale this apply starts moves
+		// it: the apply changes it all the same.
+		derived = append(derived, objectRef("StatefulSet", s.Cluster))
+		stsChanges = true
 	}
 	var changes []string
 	if !s.Exists || s.SpecChanged {
@@ -302,4 +309,48 @@ func writeApply(ctx context.Context, c client.Client, lease *Lease, desired *v1.
 	}
 	res.Derived, err = applyDerived(ctx, c, live, ConvergenceFromStatus(live, true), lease.Check)
 	return res, err
+}
+
+// pinReplicas returns the cluster to build derived objects from: for a bootstrapped cluster
+// whose spec.replicas asks for another count than its StatefulSet has, a copy whose StatefulSet
+// keeps the replicas it has. A scale moves them, one instance at a time, seeding and joining each
+// added instance and detaching each removed one (ScalePending tells the caller to run it).
+func pinReplicas(ctx context.Context, c DiffClient, cl *v1.MysqlCluster) (*v1.MysqlCluster, error) {
+	if cl.Status.CurrentPrimary == "" || cl.Status.Scale != nil {
+		return cl, nil
+	}
+	n, err := stsReplicas(ctx, c, cl)
+	if err != nil || n == 0 || n == replicasOf(cl) {
+		return cl, err
+	}
+	pinned := cl.DeepCopy()
+	pinned.Status.Scale = &v1.ScaleStatus{Replicas: n}
+	return pinned, nil
+}
+
+// stsReplicas is the replicas of the cluster's StatefulSet (0 when it does not exist).
+func stsReplicas(ctx context.Context, c DiffClient, cl *v1.MysqlCluster) (int32, error) {
+	sts := &appsv1.StatefulSet{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: StatefulSetName(cl)}, sts); {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case sts.Spec.Replicas == nil:
+		return 1, nil
+	}
+	return *sts.Spec.Replicas, nil
+}
+
+// ScalePending reports whether a bootstrapped cluster's StatefulSet holds another count than
+// spec.replicas, or a scale is recorded: 'scale' (or 'resume') has instances to add or remove.
+func ScalePending(ctx context.Context, c DiffClient, cl *v1.MysqlCluster) (bool, error) {
+	if cl.Status.Scale != nil {
+		return true, nil
+	}
+	if cl.Status.CurrentPrimary == "" {
+		return false, nil
+	}
+	n, err := stsReplicas(ctx, c, cl)
+	return n != 0 && n != replicasOf(cl), err
 }

@@ -431,13 +431,21 @@ func TestApplyClusterWritesUnderTheLease(t *testing.T) {
 	if err != nil || res.Cluster != Configured {
 		t.Fatalf("scale down keeping the primary: %+v, %v", res, err)
 	}
-	assertLeased(t, ctx, c, log, "guard-ok", "mysqlclusters", "statefulsets")
+	// A bootstrapped cluster's StatefulSet keeps its count: the scale the apply starts next
+	// moves it, one instance at a time (detaching each removed one first).
+	assertLeased(t, ctx, c, log, "guard-ok", "mysqlclusters")
 	sts := &appsv1.StatefulSet{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "guard-ok"}, sts); err != nil {
 		t.Fatal(err)
 	}
-	if *sts.Spec.Replicas != 2 {
-		t.Errorf("StatefulSet replicas %d, want 2", *sts.Spec.Replicas)
+	if *sts.Spec.Replicas != 3 {
+		t.Errorf("StatefulSet replicas %d, want 3 (kept for the scale)", *sts.Spec.Replicas)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := ScalePending(ctx, c, cl); err != nil || !pending {
+		t.Errorf("ScalePending after an apply of a new count: %v, %v; want true", pending, err)
 	}
 
 	log.reset()

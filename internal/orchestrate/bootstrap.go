@@ -226,6 +226,21 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 				// Converged replicas need no converge, unless the spec changed since one
 				// recorded the generation it verified: then one runs, so the status (and the
 				// disruption budget derived from it) describes the spec in force.
+				if sc := cluster.Status.Scale; sc != nil {
+					// A scale stopped (or superseded by a failover) with an instance in
+					// flight: the cluster is not at either count, and only the scale knows
+					// how to finish that instance.
+					return fmt.Errorf("%w: a scale of %s to %d instances is recorded and stopped (see 'status %s'): run 'resume %s' to continue it",
+						outcome.ErrUnsafe, cluster.Name, sc.To, cluster.Name, cluster.Name)
+				}
+				if pending, err := ScalePending(ctx, r.Kube, cluster); err != nil || pending {
+					if err != nil {
+						return err
+					}
+					// spec.replicas asks for another count than the StatefulSet holds: a scale
+					// adds (seeded, joined) or removes (detached) the instances one at a time.
+					return r.Scale(ctx, key, ScaleOptions{})
+				}
 				ok, err := r.replicasConverged(ctx, cluster, true)
 				if err != nil || ok && cluster.Status.ObservedGeneration == cluster.Generation {
 					return err

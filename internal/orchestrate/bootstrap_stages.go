@@ -73,24 +73,12 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 				s.GTIDBootstrap = append(s.GTIDBootstrap, x.record)
 			}
 		}
-		sort.Slice(s.GTIDBootstrap, func(i, j int) bool { return s.GTIDBootstrap[i].Ordinal < s.GTIDBootstrap[j].Ordinal })
+		sort.SliceStable(s.GTIDBootstrap, func(i, j int) bool { return s.GTIDBootstrap[i].Ordinal < s.GTIDBootstrap[j].Ordinal })
 	}, nil
 }
 
 func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, members, connect := x.c, x.members, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
-	secret, err := CheckSecret(ctx, r.Kube, c)
-	if err != nil {
-		return "", nil, err
-	}
-	accounts, err := AccountCredentialsFromSecret(secret)
-	if err != nil {
-		return "", nil, err
-	}
-	specs, err := BootstrapAccounts(accounts)
-	if err != nil {
-		return "", nil, err
-	}
 	for _, m := range members {
 		if quarantined(c, m.pod.Name) {
 			continue
@@ -99,21 +87,39 @@ func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func
 		if err != nil {
 			return "", nil, err
 		}
-		// Without binary logging: accounts created on every instance before replication
-		// exists must leave no GTIDs behind (they would be errant on the replicas).
-		for _, u := range specs {
-			if err := in.EnsureUser(ctx, u, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
-				return "", nil, err
-			}
-		}
-		// Root last: no account keeps READ ONLY ADMIN, so read_only binds every client and
-		// mysqlctl enables the privilege (a role) only on its own session, statement by
-		// statement.
-		if _, err := in.StripReadOnlyAdmin(ctx, RootUser, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
+		if err := r.ensureAccounts(ctx, c, in); err != nil {
 			return "", nil, err
 		}
 	}
 	return StageConfiguringPrimary, nil, nil
+}
+
+// ensureAccounts creates mysqlctl's accounts on one instance from the credentials Secret, as
+// bootstrap does on every instance and a scale on each one it adds.
+func (r *Runner) ensureAccounts(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance) error {
+	secret, err := CheckSecret(ctx, r.Kube, c)
+	if err != nil {
+		return err
+	}
+	accounts, err := AccountCredentialsFromSecret(secret)
+	if err != nil {
+		return err
+	}
+	specs, err := BootstrapAccounts(accounts)
+	if err != nil {
+		return err
+	}
+	// Without binary logging: accounts created on every instance before replication exists
+	// must leave no GTIDs behind (they would be errant on the replicas).
+	for _, u := range specs {
+		if err := in.EnsureUser(ctx, u, topology.EnsureUserOptions{SkipBinlog: true}); err != nil {
+			return err
+		}
+	}
+	// Root last: no account keeps READ ONLY ADMIN, so read_only binds every client and
+	// mysqlctl enables the privilege (a role) only on its own session, statement by statement.
+	_, err = in.StripReadOnlyAdmin(ctx, RootUser, topology.EnsureUserOptions{SkipBinlog: true})
+	return err
 }
 
 func (r *Runner) bsConfiguringPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {

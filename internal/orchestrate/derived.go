@@ -95,6 +95,10 @@ func ApplyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, 
 // an actor holding the cluster's lease passes its validity check, so that an actor that lost
 // the lease halfway stops before the next write.
 func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence, guard func() error) ([]AppliedObject, error) {
+	cluster, err := pinReplicas(ctx, c, cluster)
+	if err != nil {
+		return nil, err
+	}
 	objs, err := DerivedObjects(cluster, cv)
 	if err != nil {
 		return nil, err
@@ -117,6 +121,10 @@ func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, 
 
 // DiffDerived reports what ApplyDerived would do with every derived object, reading only.
 func DiffDerived(ctx context.Context, c DiffClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+	cluster, err := pinReplicas(ctx, c, cluster)
+	if err != nil {
+		return nil, err
+	}
 	objs, err := DerivedObjects(cluster, cv)
 	if err != nil {
 		return nil, err

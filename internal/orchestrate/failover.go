@@ -114,7 +114,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			started = true
 			continue
 		}
-		if (op.Type == OperationSwitchover || op.Type == OperationConverge) && !opts.ResumeOnly && !started {
+		if (op.Type == OperationSwitchover || op.Type == OperationConverge || op.Type == OperationScale) && !opts.ResumeOnly && !started {
 			if err := r.supersede(ctx, cluster, op, opts); err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func ConvergenceFromStatus(c *v1.MysqlCluster, imageConverged bool) Convergence 
 		ReplicasConverged: st.ObservedGeneration == c.Generation && st.ReadyInstances == c.Spec.Replicas && int32(len(st.Instances)) == c.Spec.Replicas,
 		ImageConverged:    imageConverged,
 		RolesConverged:    roles,
-		HAHealthy:         st.Operation == nil && st.Upgrade == nil && (st.HA == nil || st.HA.State == v1.HAHealthy) && st.Phase == v1.PhaseRunning,
+		HAHealthy:         st.Operation == nil && st.Upgrade == nil && st.Scale == nil && (st.HA == nil || st.HA.State == v1.HAHealthy) && st.Phase == v1.PhaseRunning,
 	}
 }
 

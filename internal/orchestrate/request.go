@@ -210,7 +210,7 @@ var errRequestGone = errors.New("the request is no longer this supervisor's")
 // historyOf returns the history record of the operation request id started, if it finished.
 func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
 	for i := range c.Status.History {
-		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover || h.Type == OperationUpgrade) {
+		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover || h.Type == OperationUpgrade || h.Type == OperationScale) {
 			return h
 		}
 	}
@@ -392,7 +392,16 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 			err = r.Failover(ctx, w.key, FailoverOptions{To: req.To, Force: req.Force, Reason: req.Reason, CatchUpTimeout: catchUp, ResumeOnly: op != nil && op.Type == OperationFailover})
 		case RequestUpgrade:
 			err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: op != nil && op.Type == OperationUpgrade})
+		case RequestScale:
+			if req.Replicas == nil {
+				return fmt.Errorf("a scale request names no instance count")
+			}
+			err = r.Scale(ctx, w.key, ScaleOptions{Replicas: *req.Replicas, DeleteData: req.DeleteData, ResumeOnly: op != nil && op.Type == OperationScale})
 		case RequestResume:
+			if cur.Status.Scale != nil && (op == nil || op.Type == OperationScale) {
+				err = r.Scale(ctx, w.key, ScaleOptions{ResumeOnly: true})
+				break
+			}
 			if cur.Status.Upgrade != nil && (op == nil || op.Type == OperationUpgrade || isHandoff(cur, op)) {
 				err = r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: true})
 				break

@@ -13,6 +13,15 @@ import (
 
 // semiSyncWanted returns how many acknowledgements the spec asks the primary to wait for, or 0
 // when it does not ask for semi-sync.
+// semiSyncAcks is how many acknowledgements the spec asks the primary to wait for, whatever the
+// instance count (0: semi-sync off): a scale must never leave fewer replicas than that.
+func semiSyncAcks(c *v1.MysqlCluster) int64 {
+	if !c.Spec.SemiSync.SemiSyncEnabled() {
+		return 0
+	}
+	return max(int64(c.Spec.SemiSync.WaitForReplicas), 1)
+}
+
 func semiSyncWanted(c *v1.MysqlCluster) int64 {
 	if !c.Spec.SemiSync.SemiSyncEnabled() || c.Spec.Replicas < 2 {
 		return 0

@@ -33,6 +33,8 @@ const (
 type flavorTools struct {
 	rootPasswordEnv string
 	client, admin   string
+	// dump is the logical backup tool a seed Job copies a donor with.
+	dump string
 	// env is what else the image's entrypoint is told: MariaDB's upgrades the system tables
 	// (mariadb-upgrade) when the data directory was last used by another version, before the
 	// server starts; MySQL 8.0.16 and later upgrade themselves at startup.
@@ -46,10 +48,10 @@ func toolsFor(c *v1.MysqlCluster) flavorTools {
 	}
 	if flavor == v1.FlavorMariaDB {
 		// MariaDB 11 images no longer ship the mysql* names.
-		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin",
+		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin", dump: "mariadb-dump",
 			env: []corev1.EnvVar{{Name: "MARIADB_AUTO_UPGRADE", Value: "1"}}}
 	}
-	return flavorTools{rootPasswordEnv: "MYSQL_ROOT_PASSWORD", client: "mysql", admin: "mysqladmin"}
+	return flavorTools{rootPasswordEnv: "MYSQL_ROOT_PASSWORD", client: "mysql", admin: "mysqladmin", dump: "mysqldump"}
 }
 
 // initScript derives server_id from the pod's ordinal (the hostname's last '-' field) and
@@ -89,6 +91,10 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 	replicas := c.Spec.Replicas
 	if replicas == 0 {
 		replicas = 3
+	}
+	if sc := c.Status.Scale; sc != nil && sc.Replicas > 0 {
+		// A scale in progress moves the StatefulSet one instance at a time.
+		replicas = sc.Replicas
 	}
 	partition := replicas
 	grace := int64(60)

@@ -422,6 +422,17 @@ func withPod(names []string, pod string) []string {
 // supervisor's detection takes, so that the Lease is released and a failover can run instead
 // of waiting behind a barrier that cannot hold.
 func (r *Runner) upGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
+	if why := r.primaryGone(x); why != "" {
+		return r.stopUpgrade(ctx, x, why+": the upgrade stops so that a failover can run", false)
+	}
+	return "", nil, nil
+}
+
+// primaryGone says why, once the primary has not answered for the supervisor's detection time
+// (failureThreshold × detectionInterval, counted across the operation's stages and runs of this
+// actor): a long operation (upgrade, scale) stops then, releasing the cluster so that a failover
+// can run. "" while it answers, or has not been silent that long.
+func (r *Runner) primaryGone(x *stageEnv) string {
 	key := "primary-down/" + x.op.ID
 	if r.attempts == nil {
 		r.attempts = map[string]time.Time{}
@@ -429,17 +440,17 @@ func (r *Runner) upGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 	_, err := x.ss.observe(x.primaryName)
 	if err == nil {
 		delete(r.attempts, key)
-		return "", nil, nil
+		return ""
 	}
 	since, ok := r.attempts[key]
 	if !ok {
 		r.attempts[key] = x.now
-		return "", nil, nil
+		return ""
 	}
 	bound := time.Duration(max(x.c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(x.c)
 	if x.now.Sub(since) < bound {
-		return "", nil, nil
+		return ""
 	}
 	delete(r.attempts, key)
-	return r.stopUpgrade(ctx, x, fmt.Sprintf("the primary %s has not answered for %s (%v): the upgrade stops so that a failover can run", x.primaryName, x.now.Sub(since).Round(time.Second), err), false)
+	return fmt.Sprintf("the primary %s has not answered for %s (%v)", x.primaryName, x.now.Sub(since).Round(time.Second), err)
 }

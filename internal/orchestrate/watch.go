@@ -749,6 +749,8 @@ func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op 
 		return r.Failover(ctx, key, FailoverOptions{To: op.Target, ResumeOnly: true})
 	case OperationUpgrade:
 		return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true})
+	case OperationScale:
+		return r.Scale(ctx, key, ScaleOptions{ResumeOnly: true})
 	}
 	return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 }

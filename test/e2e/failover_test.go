@@ -55,7 +55,12 @@ func startWriter(ctx context.Context, cluster string) (*writer, func()) {
 
 // startWriterAt starts the writer at id start, so that runs on one table never collide.
 func startWriterAt(ctx context.Context, cluster string, start int) (*writer, func()) {
-	w := &writer{start: start}
+	return startPacedWriter(ctx, cluster, start, 0)
+}
+
+// startPacedWriter is startWriterAt with a pause after each acknowledged write.
+func startPacedWriter(ctx context.Context, cluster string, start int, pace time.Duration) (*writer, func()) {
+	w := &writer{start: start, pace: pace}
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -26,6 +26,9 @@ import (
 type writer struct {
 	// start is the first id written (default 1).
 	start int
+	// pace is the pause after each acknowledged write (0: none), for tests whose new instances
+	// replay the whole history: an unpaced writer on loopback outruns a replica's applier.
+	pace  time.Duration
 	mu    sync.Mutex
 	acked []int
 	// ackTimes are when each acknowledged write returned.
@@ -83,6 +86,9 @@ func (w *writer) run(ctx context.Context, service, password string) {
 		w.ackTimes = append(w.ackTimes, now)
 		w.mu.Unlock()
 		id++
+		if w.pace > 0 {
+			time.Sleep(w.pace)
+		}
 	}
 }
 

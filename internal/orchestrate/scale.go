@@ -1,0 +1,260 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// OperationScale is the type of a scale: instances added (seeded, joined, verified) or removed
+// (detached, then their pods deleted) one at a time.
+const OperationScale = "scale"
+
+// RequestScale asks a supervising watch to scale (the Request carries the instance count).
+const RequestScale = OperationScale
+
+// Scale stages. Planning decides the first step from the pods as they are; an added instance
+// passes AddingInstance (its pod created and Ready), Seeding (its data: replayed from the
+// primary's binary logs, or copied from a donor), JoiningInstance (its provenance recorded, its
+// history proven an ancestor of the primary's) and VerifyingInstance (replicating and caught up,
+// then in the replica Service); a removed one passes DetachingInstance (out of the replica
+// Service, replication stopped) and RemovingInstance (its pod deleted).
+const (
+	StageScalePlanning     = "Planning"
+	StageAddingInstance    = "AddingInstance"
+	StageSeeding           = "Seeding"
+	StageJoiningInstance   = "JoiningInstance"
+	StageVerifyingInstance = "VerifyingInstance"
+	StageDetachingInstance = "DetachingInstance"
+	StageRemovingInstance  = "RemovingInstance"
+)
+
+// ScaleStages lists the stages in the order an instance passes them.
+var ScaleStages = []string{StageScalePlanning, StageAddingInstance, StageSeeding, StageJoiningInstance, StageVerifyingInstance, StageDetachingInstance, StageRemovingInstance}
+
+// scaleBound is how long an added pod may take to become Ready, a copy to finish, or a new
+// replica to catch up, before the scale stops with the reason.
+const scaleBound = 10 * time.Minute
+
+// ScaleOptions tune a scale.
+type ScaleOptions struct {
+	// Replicas is the instance count asked for (0: spec.replicas).
+	Replicas int32
+	// DeleteData deletes the data volume of each removed instance.
+	DeleteData bool
+	// NoSwitchover refuses a scale that would remove the primary instead of switching over.
+	NoSwitchover bool
+	// ResumeOnly continues the recorded scale and never starts one.
+	ResumeOnly bool
+}
+
+// scaleKind adds or removes instances one at a time.
+var scaleKind = &operationKind{
+	stages: []namedStage{
+		{StageScalePlanning, (*Runner).scPlanning},
+		{StageAddingInstance, (*Runner).scAdding},
+		{StageSeeding, (*Runner).scSeeding},
+		{StageJoiningInstance, (*Runner).scJoining},
+		{StageVerifyingInstance, (*Runner).scVerifying},
+		{StageDetachingInstance, (*Runner).scDetaching},
+		{StageRemovingInstance, (*Runner).scRemoving},
+	},
+	guard:  (*Runner).scGuard,
+	bounds: map[string]time.Duration{StageScalePlanning: scaleBound, StageAddingInstance: scaleBound, StageSeeding: scaleBound, StageVerifyingInstance: scaleBound},
+	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		// Every ready pod the StatefulSet holds now, the one in flight included; a replica that
+		// is down never blocks a scale (the primary must answer, which each stage checks).
+		pods, err := r.pods(ctx, x.c)
+		if err != nil {
+			return err
+		}
+		x.byName = map[string]instance{}
+		for ord, p := range pods {
+			if podReady(p) && ord < x.c.Status.Scale.Replicas {
+				m := instance{ordinal: ord, pod: p}
+				x.members = append(x.members, m)
+				x.byName[p.Name] = m
+			}
+		}
+		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+			return err
+		}
+		x.ss = r.openSessions(ctx, x.members, x.creds)
+		x.primaryName = x.c.Status.CurrentPrimary
+		x.primary = x.byName[x.primaryName]
+		return nil
+	},
+}
+
+// Scale adds or removes instances until the cluster has opts.Replicas, one at a time behind
+// persisted stages, or resumes the scale recorded in status. When the primary's ordinal would
+// go, its role first moves to the lowest ordinal that stays, by a switchover of its own (refused
+// with NoSwitchover).
+func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOptions) error {
+	started := false
+	lastReported := ""
+	for {
+		c := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, c); err != nil {
+			return err
+		}
+		op := c.Status.Operation
+		switch {
+		case op == nil && (started || opts.ResumeOnly && c.Status.Scale == nil):
+			_ = syncPDB(ctx, r.Kube, c)
+			return r.lastResult(c, OperationScale)
+		case op == nil:
+			to := opts.Replicas
+			if sc := c.Status.Scale; sc != nil {
+				to = sc.To // a scale a failover superseded continues towards its count
+			}
+			if to == 0 {
+				to = c.Spec.Replicas
+			}
+			switched, err := r.scaleHandoff(ctx, c, to, opts.NoSwitchover)
+			if err != nil || switched {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if err := r.beginScale(ctx, c, to, opts.DeleteData); err != nil {
+				return err
+			}
+			started = true
+			continue
+		case op.Type != OperationScale:
+			return r.otherOperation(c, op)
+		}
+		started = true
+		if _, _, err := r.step(ctx, key, c, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+			return r.runStage(ctx, scaleKind, c, op, stageEnv{})
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// scaleHandoff moves the primary's role off an ordinal the scale removes, by a switchover to
+// the lowest healthy ordinal that stays, and reports whether it ran one.
+func (r *Runner) scaleHandoff(ctx context.Context, c *v1.MysqlCluster, to int32, noSwitchover bool) (bool, error) {
+	p, err := r.planScale(ctx, c, to, noSwitchover)
+	if err != nil {
+		return false, err
+	}
+	if p.Refusal != "" {
+		return false, fmt.Errorf("%w: scale of %s to %d refused, nothing was changed: %s", outcome.ErrUnsafe, c.Name, to, p.Refusal)
+	}
+	for _, s := range p.Steps {
+		if s.SwitchoverTo != nil {
+			target := fmt.Sprintf("%s-%d", c.Name, *s.SwitchoverTo)
+			r.event(ctx, c, false, "ScaleHandoff", fmt.Sprintf("scale to %d removes the primary %s: switching over to %s first", to, c.Status.CurrentPrimary, target))
+			return true, r.Switchover(ctx, client.ObjectKeyFromObject(c), SwitchoverOptions{To: target})
+		}
+	}
+	return false, nil
+}
+
+// ScalePlan is what a scale would do, worked out from the recorded status; nothing changes.
+type ScalePlan struct {
+	Cluster  string   `json:"cluster"`
+	From     int32    `json:"from"`
+	To       int32    `json:"to"`
+	Primary  string   `json:"primary"`
+	Steps    []string `json:"steps,omitempty"`
+	Refusal  string   `json:"refusal,omitempty"`
+	SemiSync string   `json:"semiSync,omitempty"`
+}
+
+// PlanScale works out the scale of the cluster to n instances (see failover.PlanScale).
+func (r *Runner) PlanScale(ctx context.Context, key client.ObjectKey, n int32, noSwitchover bool) (ScalePlan, error) {
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, key, c); err != nil {
+		return ScalePlan{}, err
+	}
+	p, err := r.planScale(ctx, c, n, noSwitchover)
+	if err != nil {
+		return ScalePlan{}, err
+	}
+	from, err := r.liveReplicas(ctx, c)
+	if err != nil {
+		return ScalePlan{}, err
+	}
+	out := ScalePlan{Cluster: c.Name, From: from, To: n, Primary: c.Status.CurrentPrimary, Refusal: p.Refusal}
+	for _, s := range p.Steps {
+		out.Steps = append(out.Steps, s.String())
+	}
+	if w := semiSyncAcks(c); w > 0 {
+		out.SemiSync = fmt.Sprintf("the primary waits for %d acknowledgement(s): a scale never leaves fewer replicas", w)
+	}
+	return out, nil
+}
+
+// planScale runs failover.PlanScale on the cluster as recorded: the StatefulSet's pods now, the
+// primary's ordinal and which replicas the last observation saw replicating.
+func (r *Runner) planScale(ctx context.Context, c *v1.MysqlCluster, to int32, noSwitchover bool) (failover.ScalePlan, error) {
+	from, err := r.liveReplicas(ctx, c)
+	if err != nil {
+		return failover.ScalePlan{}, err
+	}
+	primary := -1
+	if ord, ok := ordinalOf(c, c.Status.CurrentPrimary); ok {
+		primary = int(ord)
+	}
+	healthy := make([]bool, from)
+	for _, in := range c.Status.Instances {
+		if int(in.Ordinal) < len(healthy) && in.Role == v1.RoleReplica && in.Classification == "Replicating" && !quarantined(c, in.Name) {
+			healthy[in.Ordinal] = true
+		}
+	}
+	return failover.PlanScale(failover.ScaleInput{
+		From: int(from), To: int(to), Primary: primary, WaitForReplicas: int(semiSyncAcks(c)),
+		Healthy: healthy, NoSwitchover: noSwitchover,
+	}), nil
+}
+
+// liveReplicas is the StatefulSet's replicas (a scale in progress: the count it holds).
+func (r *Runner) liveReplicas(ctx context.Context, c *v1.MysqlCluster) (int32, error) {
+	if sc := c.Status.Scale; sc != nil {
+		return sc.Replicas, nil
+	}
+	n, err := stsReplicas(ctx, r.Kube, c)
+	if n == 0 && err == nil {
+		n = replicasOf(c)
+	}
+	return n, err
+}
+
+// beginScale records a new scale operation (or the next part of one a failover superseded).
+func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster, to int32, deleteData bool) error {
+	if c.Status.CurrentPrimary == "" || c.Status.Phase != v1.PhaseRunning && c.Status.Phase != v1.PhaseDegraded {
+		return fmt.Errorf("%w: cluster %s is %s: a scale needs a bootstrapped cluster with a primary (see 'status %s')", outcome.ErrUnsafe, c.Name, c.Status.Phase, c.Name)
+	}
+	from, err := r.liveReplicas(ctx, c)
+	if err != nil {
+		return err
+	}
+	now := metav1.NewTime(r.now())
+	id := fmt.Sprintf("scale-%d", now.Unix())
+	if sc := c.Status.Scale; sc != nil {
+		id, deleteData = sc.ID, sc.DeleteData || deleteData
+	}
+	op := v1.OperationStatus{ID: id, Type: OperationScale, Stage: StageScalePlanning, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
+	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
+		if s.Scale == nil {
+			s.Scale = &v1.ScaleStatus{ID: id, From: from, Replicas: from}
+		}
+		s.Scale.To, s.Scale.DeleteData = to, deleteData
+		s.Phase = v1.PhaseScaling
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Scaling",
+			Message: fmt.Sprintf("scaling from %d to %d instances", from, to)})
+	})
+}

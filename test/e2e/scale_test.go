@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// TestScale scales a cluster 3 → 5 → 2 → 3 while a client writes through the primary Service,
+// and checks throughout that exactly one instance is writable at every sample and, at the end,
+// that every acknowledged commit is on every instance:
+//   - --dry-run prints the steps and changes nothing;
+//   - the scale up is SIGKILLed at each of its stages and `resume` finishes it each time; the new
+//     instances are seeded by replay (the primary's binary logs hold everything) and join with
+//     their provenance recorded;
+//   - with the primary moved to the highest ordinal, the scale down switches over first, detaches
+//     and removes the highest ordinals (SIGKILLed at both of its stages), deleting their volumes;
+//   - a scale below what semiSync.waitForReplicas needs is refused with exit 4, changing nothing;
+//   - after the primary purged its binary logs, the scale up seeds the new instance by a copy from
+//     a donor (a Job), and the copy joins with every row.
+func TestScale(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry after each kill): runs beside another such test
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	began := time.Now()
+	step := func(what string) { t.Logf("[%6.1fs] %s", time.Since(began).Seconds(), what) }
+	root := appCluster(t, ctx, "sc", 3)
+	defer deleteCluster(t, "sc")
+	all := []string{"sc-0", "sc-1", "sc-2", "sc-3", "sc-4"}
+	// Paced (at most 200 writes/s): each added instance replays or copies the whole history.
+	wr, stopWriter := startPacedWriter(ctx, "sc", 1, 5*time.Millisecond)
+	defer stopWriter()
+	mon, stopMon := watchWritable(ctx, root, all...)
+	defer stopMon()
+	step("cluster created")
+
+	plan := mysqlctl(t, "scale", "sc", "--replicas", "5", "--dry-run")
+	if plan.code != 0 || !strings.Contains(plan.stdout, "add ordinal 3") || !strings.Contains(plan.stdout, "add ordinal 4") {
+		t.Fatalf("scale --dry-run: exit %d\n%s%s", plan.code, plan.stdout, plan.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); c.Spec.Replicas != 3 || c.Status.Scale != nil {
+		t.Fatalf("--dry-run changed the cluster: replicas %d, scale %+v", c.Spec.Replicas, c.Status.Scale)
+	}
+
+	// Up, killed at every stage of the first instance.
+	for i, stage := range []string{orchestrate.StageScalePlanning, orchestrate.StageAddingInstance, orchestrate.StageSeeding, orchestrate.StageJoiningInstance, orchestrate.StageVerifyingInstance} {
+		args := []string{"resume", "sc", "--timeout", "3m"}
+		if i == 0 {
+			args = []string{"scale", "sc", "--replicas", "5"}
+		}
+		out := killAt(t, ctx, stage, args...)
+		c := getCluster(t, ctx, "sc")
+		if c.Status.Operation == nil || c.Status.Operation.Stage != stage || c.Status.Scale == nil {
+			t.Fatalf("killed at %s, recorded operation %+v, scale %+v\n%s", stage, c.Status.Operation, c.Status.Scale, out)
+		}
+		if os.Getenv("MYSQLCTL_E2E_VERBOSE") != "" {
+			t.Log(out)
+		}
+	}
+	step("scale up killed at every stage")
+	res := mysqlctl(t, "resume", "sc", "--timeout", "5m")
+	if res.code != 0 {
+		t.Fatalf("resume of the scale up: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("scaled up to 5")
+	c := getCluster(t, ctx, "sc")
+	scaled(t, c, 5)
+	primary := c.Status.CurrentPrimary
+	for _, p := range []string{"sc-3", "sc-4"} {
+		replicatesFrom(t, ctx, p, primary, db(t, mustPodAddr(t, ctx, p), root))
+		if rec := provenance(c, p); rec == nil || rec.Method != "replay" {
+			t.Fatalf("%s: provenance %+v, want a replay record", p, rec)
+		}
+		if got := podLabel(t, ctx, p, orchestrate.LabelRole); got != string(v1.RoleReplica) {
+			t.Fatalf("%s has role %q after joining", p, got)
+		}
+	}
+
+	// Down to 2 with the primary on the highest ordinal: it switches over first.
+	if res := mysqlctl(t, "switchover", "sc", "--to", "sc-4"); res.code != 0 {
+		t.Fatalf("switchover to sc-4: exit %d\n%s", res.code, res.stderr)
+	}
+	if res := mysqlctl(t, "scale", "sc", "--replicas", "2", "--no-switchover"); res.code != 4 || !strings.Contains(res.stderr, "--no-switchover") {
+		t.Fatalf("scale down with --no-switchover over the primary: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	killAt(t, ctx, orchestrate.StageDetachingInstance, "scale", "sc", "--replicas", "2", "--delete-data")
+	if c := getCluster(t, ctx, "sc"); c.Status.CurrentPrimary == "sc-4" || c.Status.Scale == nil {
+		t.Fatalf("at DetachingInstance the primary is %s (scale %+v): the switchover did not come first", c.Status.CurrentPrimary, c.Status.Scale)
+	}
+	killAt(t, ctx, orchestrate.StageRemovingInstance, "resume", "sc", "--timeout", "3m")
+	if res := mysqlctl(t, "resume", "sc", "--timeout", "5m"); res.code != 0 {
+		t.Fatalf("resume of the scale down: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("scaled down to 2")
+	c = getCluster(t, ctx, "sc")
+	scaled(t, c, 2)
+	primary = c.Status.CurrentPrimary
+	if primary != "sc-0" && primary != "sc-1" {
+		t.Fatalf("primary %s after the scale down to 2", primary)
+	}
+	for _, p := range []string{"sc-2", "sc-3", "sc-4"} {
+		if _, err := r.Client.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("pod %s still exists after the scale down (%v)", p, err)
+		}
+		if _, err := r.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-"+p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the volume of %s was kept despite --delete-data (%v)", p, err)
+		}
+	}
+
+	// Below the semi-sync quorum: refused, nothing changed.
+	if res := mysqlctl(t, "scale", "sc", "--replicas", "1"); res.code != 4 || !strings.Contains(res.stderr, "waitForReplicas") {
+		t.Fatalf("scale below the semi-sync quorum: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); c.Spec.Replicas != 2 || c.Status.Scale != nil || c.Status.Operation != nil {
+		t.Fatalf("the refused scale changed the cluster: replicas %d, scale %+v", c.Spec.Replicas, c.Status.Scale)
+	}
+
+	// Purge the primary's binary logs: a new instance cannot replay them, so it is copied.
+	pdb := db(t, mustPodAddr(t, ctx, primary), root)
+	elevated(t, ctx, pdb, "FLUSH BINARY LOGS")
+	var file string
+	var pos any
+	if err := pdb.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, new(any), new(any)); err != nil {
+		t.Fatal(err)
+	}
+	elevated(t, ctx, pdb, fmt.Sprintf("PURGE BINARY LOGS TO '%s'", file))
+	res = mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "5m")
+	if res.code != 0 {
+		t.Fatalf("scale up after the purge: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("scaled up to 3 by copy")
+	c = getCluster(t, ctx, "sc")
+	scaled(t, c, 3)
+	if rec := provenance(c, "sc-2"); rec == nil || rec.Method != "copy" || rec.Donor == "" {
+		t.Fatalf("sc-2: provenance %+v, want a copy record with its donor\n%s", rec, res.stderr)
+	}
+	replicatesFrom(t, ctx, "sc-2", primary, db(t, mustPodAddr(t, ctx, "sc-2"), root))
+	if _, err := r.Client.BatchV1().Jobs("default").Get(ctx, orchestrate.SeedJobName(c, 2), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the seed Job was left behind (%v)", err)
+	}
+
+	// apply -f of a new count starts the same scale; sc-3's volume was deleted, so it is copied too.
+	yaml := filepath.Join(t.TempDir(), "sc.yaml")
+	def := "apiVersion: mysqlctl.io/v1alpha1\nkind: MysqlCluster\nmetadata:\n  name: sc\nspec:\n  image: mariadb:10.11\n  replicas: 4\n  storage:\n    size: 128Mi\n"
+	if err := os.WriteFile(yaml, []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = mysqlctl(t, "apply", "-f", yaml, "--timeout", "5m")
+	if res.code != 0 || !strings.Contains(res.stderr, "scaling to it") {
+		t.Fatalf("apply -f of replicas 4: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("apply -f scaled up to 4")
+	c = getCluster(t, ctx, "sc")
+	scaled(t, c, 4)
+	if rec := provenance(c, "sc-3"); rec == nil || rec.Method != "copy" {
+		t.Fatalf("sc-3 after the apply: provenance %+v, want a copy record", rec)
+	}
+	if res := mysqlctl(t, "reconcile", "sc"); res.code != 0 {
+		t.Fatalf("reconcile after the scale: exit %d\n%s", res.code, res.stderr)
+	}
+	pdbAllows(t, ctx, "sc", 1)
+
+	stopMon()
+	stopWriter()
+	if mon.most != 1 {
+		t.Fatalf("%d instances writable at once (%s) in %d samples", mon.most, mon.at, mon.samples)
+	}
+	for _, p := range []string{"sc-0", "sc-1", "sc-2", "sc-3"} {
+		holdsAcked(t, ctx, p, db(t, mustPodAddr(t, ctx, p), root), wr.acked)
+	}
+	reasons, texts := eventReasons(t, ctx, "sc")
+	requireEvents(t, reasons, texts, "ScaleAddingInstance", "ScaleSeeding", "ScaleInstanceAdded", "ScaleRemovingInstance", "ScaleInstanceRemoved", "ScaleFinished")
+	t.Logf("%d acknowledged writes, longest gap %s, %d samples of writability", len(wr.acked), wr.maxGap(), mon.samples)
+}
+
+// scaled checks that the last scale finished at n instances and left nothing recorded.
+func scaled(t *testing.T, c *v1.MysqlCluster, n int32) {
+	t.Helper()
+	if c.Status.Scale != nil || c.Status.Operation != nil || c.Spec.Replicas != n || len(c.Status.History) == 0 ||
+		c.Status.History[0].Type != orchestrate.OperationScale || c.Status.History[0].Result != "Succeeded" || len(c.Status.Instances) != int(n) {
+		t.Fatalf("after the scale to %d: spec %d, scale %+v, operation %+v, instances %d, history %+v", n, c.Spec.Replicas, c.Status.Scale, c.Status.Operation, len(c.Status.Instances), c.Status.History)
+	}
+}
+
+// provenance is the newest provenance record of the pod's ordinal.
+func provenance(c *v1.MysqlCluster, pod string) *v1.GTIDBootstrapRecord {
+	i := strings.LastIndex(pod, "-")
+	var ord int32
+	if _, err := fmt.Sscan(pod[i+1:], &ord); err != nil {
+		return nil
+	}
+	recs := slices.Clone(c.Status.GTIDBootstrap)
+	slices.Reverse(recs)
+	for _, r := range recs {
+		if r.Ordinal == ord {
+			return &r
+		}
+	}
+	return nil
+}
+
+func podLabel(t *testing.T, ctx context.Context, pod, label string) string {
+	t.Helper()
+	p, err := r.Client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Labels[label]
+}
