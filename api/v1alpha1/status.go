@@ -197,6 +197,8 @@ type Request struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// DeleteData is scale --delete-data.
 	DeleteData bool `json:"deleteData,omitempty"`
+	// NoSwitchover is scale --no-switchover.
+	NoSwitchover bool `json:"noSwitchover,omitempty"`
 	// CatchUpTimeout bounds the candidate's catch-up (switchover, failover).
 	CatchUpTimeout *metav1.Duration `json:"catchUpTimeout,omitempty"`
 	// By is who asked (the requesting process's actor name).
@@ -375,6 +377,10 @@ type ScaleStatus struct {
 	// Pod the instance in flight is copied from (seedMethod copy).
 	// +optional
 	Donor string `json:"donor,omitempty"`
+	// True once the instance in flight holds its data (replay chosen, or the copy finished): a
+	// resumed scale goes on from the join, never copies again over a replica.
+	// +optional
+	Seeded bool `json:"seeded,omitempty"`
 	// Name of the Job that copies the donor's data into the instance in flight.
 	// +optional
 	SeedJob string `json:"seedJob,omitempty"`

@@ -82,9 +82,13 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 	if _, err := orchestrate.EnsureSecret(ctx, c, cluster); err != nil {
 		return err
 	}
-	applied, err := orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.ConvergenceFromStatus(cluster, true))
-	if err != nil {
-		return cmdutil.ExplainAPIError(err)
+	var applied []orchestrate.AppliedObject
+	if cluster.Status.Operation == nil && cluster.Status.Scale == nil {
+		// While an operation or a scale is recorded its stages own the derived objects (a
+		// StatefulSet applied from this read could undo a scale's step): nothing is applied.
+		if applied, err = orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.ConvergenceFromStatus(cluster, true)); err != nil {
+			return cmdutil.ExplainAPIError(err)
+		}
 	}
 	for _, a := range applied {
 		if a.Result != orchestrate.Unchanged {

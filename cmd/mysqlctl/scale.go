@@ -128,7 +128,7 @@ func (o *ScaleOptions) Run(ctx context.Context) error {
 	}
 	start := time.Now()
 	n := o.Replicas
-	req := v1.Request{Type: orchestrate.RequestScale, Replicas: &n, DeleteData: o.DeleteData}
+	req := v1.Request{Type: orchestrate.RequestScale, Replicas: &n, DeleteData: o.DeleteData, NoSwitchover: o.NoSwitchover}
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}

@@ -92,6 +92,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			op += ": " + x.Message
 		}
 	}
+	if sc := cluster.Status.Scale; sc != nil {
+		op += "; " + scaleLine(cluster, sc)
+	}
 	sup, _ := orchestrate.SupervisorOf(ctx, c, cluster)
 	ha := haLine(cluster, sup, time.Now())
 	if ios.IsStdoutTTY() {
@@ -114,7 +117,11 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	for _, in := range cluster.Status.Instances {
 		recorded[in.Name] = in
 	}
-	for ord := int32(0); ord < cluster.Spec.Replicas; ord++ {
+	rows := cluster.Spec.Replicas
+	if sc := cluster.Status.Scale; sc != nil {
+		rows = max(rows, sc.Replicas) // a scale down in progress: the pods still there
+	}
+	for ord := int32(0); ord < rows; ord++ {
 		name := fmt.Sprintf("%s-%d", cluster.Name, ord)
 		in := recorded[name]
 		role := string(in.Role)
@@ -228,4 +235,23 @@ func haLine(c *v1.MysqlCluster, sup orchestrate.Supervision, now time.Time) stri
 		line += fmt.Sprintf("; carrying out the %s request %s", r.Type, r.ID)
 	}
 	return line + "; " + who
+}
+
+// scaleLine describes the scale recorded in status: where it goes, the instance in flight and how
+// it is seeded, or that it stopped and resume continues it.
+func scaleLine(c *v1.MysqlCluster, sc *v1.ScaleStatus) string {
+	line := fmt.Sprintf("scale %d -> %d instances", sc.From, sc.To)
+	if sc.Action != "" {
+		line += fmt.Sprintf(", %s %s-%d in flight", map[string]string{"add": "adding", "remove": "removing"}[sc.Action], c.Name, sc.Ordinal)
+	}
+	if sc.SeedMethod != "" {
+		line += ", seeded by " + sc.SeedMethod
+		if sc.Donor != "" {
+			line += " from " + sc.Donor
+		}
+	}
+	if c.Status.Operation == nil {
+		line += " (stopped: 'resume " + c.Name + "' continues it)"
+	}
+	return line
 }

@@ -175,3 +175,17 @@ func TestHALine(t *testing.T) {
 		})
 	}
 }
+
+func TestScaleLine(t *testing.T) {
+	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	c.Status.Operation = &v1.OperationStatus{Type: "scale", Stage: "Seeding"}
+	sc := &v1.ScaleStatus{From: 3, To: 5, Action: "add", Ordinal: 3, SeedMethod: "copy", Donor: "demo-1"}
+	if got, want := scaleLine(c, sc), "scale 3 -> 5 instances, adding demo-3 in flight, seeded by copy from demo-1"; got != want {
+		t.Errorf("scaleLine = %q, want %q", got, want)
+	}
+	c.Status.Operation = nil
+	sc = &v1.ScaleStatus{From: 5, To: 2, Action: "remove", Ordinal: 4}
+	if got, want := scaleLine(c, sc), "scale 5 -> 2 instances, removing demo-4 in flight (stopped: 'resume demo' continues it)"; got != want {
+		t.Errorf("scaleLine = %q, want %q", got, want)
+	}
+}

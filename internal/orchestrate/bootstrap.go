@@ -489,15 +489,16 @@ func (r *Runner) members(ctx context.Context, c *v1.MysqlCluster) ([]instance, e
 	}
 	var out []instance
 	ready := 0
-	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+	n := memberCount(c)
+	for ord := int32(0); ord < n; ord++ {
 		p, ok := pods[ord]
 		if ok && podReady(p) {
 			ready++
 			out = append(out, instance{ordinal: ord, pod: p})
 		}
 	}
-	if ready < int(c.Spec.Replicas) {
-		return nil, notYet("%d/%d pods ready", ready, c.Spec.Replicas)
+	if ready < int(n) {
+		return nil, notYet("%d/%d pods ready", ready, n)
 	}
 	return out, nil
 }
@@ -537,7 +538,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	if err != nil {
 		return false, err
 	}
-	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+	for ord := int32(0); ord < memberCount(c); ord++ {
 		p, ok := pods[ord]
 		if !ok {
 			return false, nil

@@ -132,11 +132,7 @@ func (r *Runner) bsConfiguringPrimary(ctx context.Context, x *stageEnv) (string,
 		return "", nil, err
 	}
 	if c.Spec.SemiSync.SemiSyncEnabled() && c.Spec.Replicas > 1 {
-		spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
-		if c.Spec.SemiSync.Timeout != nil {
-			spec.Timeout = c.Spec.SemiSync.Timeout.Duration
-		}
-		if err := in.EnableSemiSyncSource(ctx, spec); err != nil {
+		if err := r.enableSemiSyncSource(ctx, c, in); err != nil {
 			return "", nil, err
 		}
 	}
@@ -310,6 +306,15 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		s.Operation = nil
 		semi(s)
 	}, nil
+}
+
+// enableSemiSyncSource makes the primary wait for the acknowledgements the spec asks for.
+func (r *Runner) enableSemiSyncSource(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance) error {
+	spec := topology.SemiSyncSourceSpec{Timeout: 24 * time.Hour, WaitForReplicas: int(c.Spec.SemiSync.WaitForReplicas)}
+	if c.Spec.SemiSync.Timeout != nil {
+		spec.Timeout = c.Spec.SemiSync.Timeout.Duration
+	}
+	return in.EnableSemiSyncSource(ctx, spec)
 }
 
 // flavorMatches refuses an instance whose server is not of the flavor the spec names: the

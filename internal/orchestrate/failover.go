@@ -288,7 +288,7 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 		return failoverView{}, err
 	}
 	v := failoverView{pods: map[string]*corev1.Pod{}, ordinals: map[string]int32{}, old: old}
-	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+	for ord := int32(0); ord < memberCount(c); ord++ {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		v.ordinals[name] = ord
 		p, ok := pods[ord]

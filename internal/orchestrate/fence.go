@@ -291,7 +291,7 @@ func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 // member: an operation that went on without them names them.
 func absentMembers(c *v1.MysqlCluster, members []instance) []string {
 	var out []string
-	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+	for ord := int32(0); ord < memberCount(c); ord++ {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		if quarantined(c, name) || slices.ContainsFunc(members, func(m instance) bool { return m.pod.Name == name }) {
 			continue

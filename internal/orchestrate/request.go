@@ -217,6 +217,20 @@ func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
 	return nil
 }
 
+// recordAnswering returns the history record that answers the request: for a scale, its own
+// record, never the handoff switchover it ran first under the same request.
+func recordAnswering(c *v1.MysqlCluster, req *v1.Request) *v1.OperationRecord {
+	if req.Type != RequestScale {
+		return historyOf(c, req.ID)
+	}
+	for i := range c.Status.History {
+		if h := &c.Status.History[i]; h.RequestID == req.ID && h.Type == OperationScale {
+			return h
+		}
+	}
+	return nil
+}
+
 // startedBy reports whether request id began an operation that is recorded or finished.
 func startedBy(c *v1.MysqlCluster, id string) bool {
 	return c.Status.Operation != nil && c.Status.Operation.RequestID == id || historyOf(c, id) != nil
@@ -260,7 +274,7 @@ func (w *watcher) serveRequest(ctx context.Context, c *v1.MysqlCluster, req *v1.
 		}
 		return err
 	}
-	if rec := historyOf(c, req.ID); rec != nil {
+	if rec := recordAnswering(c, req); rec != nil {
 		return w.answer(ctx, req, recordResult(*rec), rec.Message)
 	}
 	w.report(Transition{Action: "request", Reason: fmt.Sprintf("carrying out the %s %s asked by %s", req.Type, req.ID, req.By)})
@@ -362,7 +376,7 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 		if rs := cur.Status.Request; rs == nil || rs.ID != req.ID || rs.Holder != r.Holder || rs.State != v1.RequestAccepted {
 			return errRequestGone
 		}
-		if rec := historyOf(cur, req.ID); rec != nil {
+		if rec := recordAnswering(cur, req); rec != nil {
 			msg = rec.Message
 			return recordResult(*rec)
 		}
@@ -396,7 +410,7 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 			if req.Replicas == nil {
 				return fmt.Errorf("a scale request names no instance count")
 			}
-			err = r.Scale(ctx, w.key, ScaleOptions{Replicas: *req.Replicas, DeleteData: req.DeleteData, ResumeOnly: op != nil && op.Type == OperationScale})
+			err = r.Scale(ctx, w.key, ScaleOptions{Replicas: *req.Replicas, DeleteData: req.DeleteData, NoSwitchover: req.NoSwitchover, ResumeOnly: op != nil && op.Type == OperationScale})
 		case RequestResume:
 			if cur.Status.Scale != nil && (op == nil || op.Type == OperationScale) {
 				err = r.Scale(ctx, w.key, ScaleOptions{ResumeOnly: true})

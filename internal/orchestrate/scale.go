@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -67,8 +68,11 @@ var scaleKind = &operationKind{
 		{StageDetachingInstance, (*Runner).scDetaching},
 		{StageRemovingInstance, (*Runner).scRemoving},
 	},
-	guard:  (*Runner).scGuard,
-	bounds: map[string]time.Duration{StageScalePlanning: scaleBound, StageAddingInstance: scaleBound, StageSeeding: scaleBound, StageVerifyingInstance: scaleBound},
+	guard: (*Runner).scGuard,
+	bounds: map[string]time.Duration{
+		StageScalePlanning: scaleBound, StageAddingInstance: scaleBound, StageSeeding: scaleBound, StageJoiningInstance: scaleBound,
+		StageVerifyingInstance: scaleBound, StageDetachingInstance: scaleBound, StageRemovingInstance: scaleBound,
+	},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		// Every ready pod the StatefulSet holds now, the one in flight included; a replica that
 		// is down never blocks a scale (the primary must answer, which each stage checks).
@@ -112,12 +116,20 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 			_ = syncPDB(ctx, r.Kube, c)
 			return r.lastResult(c, OperationScale)
 		case op == nil:
-			to := opts.Replicas
-			if sc := c.Status.Scale; sc != nil {
-				to = sc.To // a scale a failover superseded continues towards its count
+			to := opts.Replicas // a new count replaces a recorded one (a stopped scale is backed out)
+			if sc := c.Status.Scale; to == 0 && sc != nil {
+				to = sc.To // a stopped scale, or one a failover superseded, continues
 			}
 			if to == 0 {
 				to = c.Spec.Replicas
+			}
+			if sc := c.Status.Scale; sc == nil || sc.To != to || sc.DeleteData != (sc.DeleteData || opts.DeleteData) {
+				// Recorded before anything moves, also before a handoff switchover: from here
+				// the StatefulSet's pods, not spec.replicas, are the cluster's members.
+				if err := r.recordScale(ctx, c, to, opts); err != nil {
+					return err
+				}
+				continue
 			}
 			switched, err := r.scaleHandoff(ctx, c, to, opts.NoSwitchover)
 			if err != nil || switched {
@@ -126,7 +138,7 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 				}
 				continue
 			}
-			if err := r.beginScale(ctx, c, to, opts.DeleteData); err != nil {
+			if err := r.beginScale(ctx, c); err != nil {
 				return err
 			}
 			started = true
@@ -161,6 +173,22 @@ func (r *Runner) scaleHandoff(ctx context.Context, c *v1.MysqlCluster, to int32,
 		}
 	}
 	return false, nil
+}
+
+// memberCount is how many ordinals are members of the cluster now: the StatefulSet's pods while a
+// scale is recorded (an instance it removes stays a member until it is detached), less an instance
+// it adds and has not proven yet (never fenced through, elected, re-pointed or labelled by
+// another operation); spec.replicas otherwise.
+func memberCount(c *v1.MysqlCluster) int32 {
+	sc := c.Status.Scale
+	if sc == nil || sc.Replicas <= 0 {
+		return replicasOf(c)
+	}
+	n := sc.Replicas
+	if sc.Action == scaleAdd && sc.Ordinal == n-1 && !slices.Contains(sc.Done, "+"+scalePod(c, sc.Ordinal)) {
+		n--
+	}
+	return n
 }
 
 // ScalePlan is what a scale would do, worked out from the recorded status; nothing changes.
@@ -233,28 +261,49 @@ func (r *Runner) liveReplicas(ctx context.Context, c *v1.MysqlCluster) (int32, e
 	return n, err
 }
 
-// beginScale records a new scale operation (or the next part of one a failover superseded).
-func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster, to int32, deleteData bool) error {
+// recordScale records the scale in status.scale, once its plan is proven (a refused one records
+// nothing), or a new count for a recorded one.
+func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, opts ScaleOptions) error {
 	if c.Status.CurrentPrimary == "" || c.Status.Phase != v1.PhaseRunning && c.Status.Phase != v1.PhaseDegraded {
 		return fmt.Errorf("%w: cluster %s is %s: a scale needs a bootstrapped cluster with a primary (see 'status %s')", outcome.ErrUnsafe, c.Name, c.Status.Phase, c.Name)
+	}
+	p, err := r.planScale(ctx, c, to, opts.NoSwitchover)
+	if err != nil {
+		return err
+	}
+	if p.Refusal != "" {
+		return fmt.Errorf("%w: scale of %s to %d refused, nothing was changed: %s", outcome.ErrUnsafe, c.Name, to, p.Refusal)
 	}
 	from, err := r.liveReplicas(ctx, c)
 	if err != nil {
 		return err
 	}
-	now := metav1.NewTime(r.now())
-	id := fmt.Sprintf("scale-%d", now.Unix())
-	if sc := c.Status.Scale; sc != nil {
-		id, deleteData = sc.ID, sc.DeleteData || deleteData
+	if _, err := r.guard(fmt.Sprintf("record the scale of %s to %d", c.Name, to)); err != nil {
+		return err
 	}
-	op := v1.OperationStatus{ID: id, Type: OperationScale, Stage: StageScalePlanning, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
-	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
-		if s.Scale == nil {
-			s.Scale = &v1.ScaleStatus{ID: id, From: from, Replicas: from}
+	now := metav1.NewTime(r.now())
+	err = UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil {
+			return nil // someone started one; the loop re-reads it
 		}
-		s.Scale.To, s.Scale.DeleteData = to, deleteData
+		if s.Scale == nil {
+			s.Scale = &v1.ScaleStatus{ID: fmt.Sprintf("scale-%d", now.Unix()), From: from, Replicas: from}
+		}
+		s.Scale.To, s.Scale.DeleteData = to, s.Scale.DeleteData || opts.DeleteData
+		return nil
+	})
+	_ = syncPDB(ctx, r.Kube, c) // no eviction while a scale is recorded
+	return err
+}
+
+// beginScale records the scale's operation (again, for a stopped one) at Planning.
+func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster) error {
+	sc := c.Status.Scale
+	now := metav1.NewTime(r.now())
+	op := v1.OperationStatus{ID: sc.ID, Type: OperationScale, Stage: StageScalePlanning, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
+	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		s.Phase = v1.PhaseScaling
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Scaling",
-			Message: fmt.Sprintf("scaling from %d to %d instances", from, to)})
+			Message: fmt.Sprintf("scaling from %d to %d instances", sc.Replicas, sc.To)})
 	})
 }

@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,11 +32,16 @@ func scalePod(c *v1.MysqlCluster, ord int32) string { return fmt.Sprintf("%s-%d"
 // first step: the instance in flight when the scale was interrupted or stopped, else the next.
 func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	if _, err := x.ss.observe(x.primaryName); err != nil {
-		if x.overdue {
-			return r.stopScale(ctx, x, fmt.Sprintf("the primary %s does not answer (%v)", x.primaryName, err), nil)
+	ps, err := x.ss.observe(x.primaryName)
+	if err != nil {
+		return r.scWait(ctx, x, fmt.Errorf("the primary %s does not answer: %w", x.primaryName, err))
+	}
+	if sc.To > sc.Replicas && ps.Flavor.IsMySQL() {
+		// Refused before any pod is made: a MySQL instance that cannot replay must be cloned.
+		empty := topology.Snapshot{Flavor: ps.Flavor}
+		if method, reason := failover.ChooseSeed(ps, empty); method == failover.SeedCopy {
+			return r.stopScale(ctx, x, fmt.Sprintf("a new instance would need a copy of its data (%s), and copying a MySQL instance (the CLONE plugin) is not implemented by this version of mysqlctl", reason), nil)
 		}
-		return "", nil, notYet("the primary %s does not answer: %v", x.primaryName, err)
 	}
 	if ord, ok := ordinalOf(c, x.primaryName); ok && ord >= sc.To {
 		return r.stopScale(ctx, x, fmt.Sprintf("the primary %s would be removed by a scale to %d (a failover moved it there); run 'scale %s --replicas %d' again, which switches over first", x.primaryName, sc.To, c.Name, sc.To), nil)
@@ -47,8 +51,19 @@ func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.
 			return "", nil, err
 		}
 	}
-	if sc.Action != "" && !slices.Contains(sc.Done, scalePod(c, sc.Ordinal)) {
+	inFlight := scalePod(c, sc.Ordinal)
+	if sc.Action != "" && !slices.Contains(sc.Done, "+"+inFlight) && !slices.Contains(sc.Done, "-"+inFlight) {
 		switch {
+		case sc.Action == scaleAdd && sc.Ordinal >= sc.To:
+			// A new count below the instance being added: it is backed out, never joined.
+			if err := r.deleteSeedJob(ctx, c, sc.Ordinal); err != nil {
+				return "", nil, err
+			}
+			return StageDetachingInstance, func(s *v1.MysqlClusterStatus) {
+				s.Scale.Action, s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob, s.Scale.Seeded = scaleRemove, "", "", "", "", false
+			}, nil
+		case sc.Action == scaleAdd && sc.Seeded:
+			return StageJoiningInstance, nil, nil
 		case sc.Action == scaleAdd:
 			return StageAddingInstance, nil, nil
 		case sc.Replicas > sc.Ordinal:
@@ -89,7 +104,7 @@ func (r *Runner) scNext(ctx context.Context, x *stageEnv, replicas int32, done f
 			if done != nil {
 				done(s)
 			}
-			s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob = "", "", "", ""
+			s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob, s.Scale.Seeded = "", "", "", "", false
 			f(s)
 		}
 	}
@@ -123,6 +138,18 @@ func (r *Runner) scFinish(ctx context.Context, x *stageEnv, done func(*v1.MysqlC
 		if m.pod.Name != x.primaryName && m.ordinal < sc.To && !quarantined(c, m.pod.Name) {
 			replicas++
 		}
+	}
+	if want := semiSyncAcks(c); want > 0 && !ps.SemiSync.SourceEnabled && int64(replicas) >= want {
+		// A primary that ran asynchronously (too few replicas before) waits for
+		// acknowledgements again now that enough replicas replicate.
+		in, err := x.ss.connect(x.primaryName)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := r.enableSemiSyncSource(ctx, c, in); err != nil {
+			return "", nil, err
+		}
+		return "", nil, notYet("semi-sync enabled on %s: waiting for its acknowledgers", x.primaryName)
 	}
 	semi, err := r.settleSemiSync(ctx, x, x.primaryName, ps, replicas)
 	if err != nil {
@@ -164,9 +191,35 @@ func (r *Runner) stopScale(ctx context.Context, x *stageEnv, reason string, chan
 			change(s)
 		}
 		finish(s, now, "Failed", msg, 0)
-		s.Phase = v1.PhaseDegraded
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "ScaleStopped", Message: msg})
+		// The cluster serves as before (the instance in flight is in no Service); only a
+		// quarantine leaves it Degraded. status.scale keeps the PodDisruptionBudget closed.
+		if len(s.ErrantInstances) > 0 {
+			s.Phase = v1.PhaseDegraded
+		}
 	}, nil
+}
+
+// scWait waits for what err says is missing (an instance that does not answer, a pod that is
+// not ready), up to the stage's bound; past it the scale stops with the reason.
+func (r *Runner) scWait(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
+	if x.overdue {
+		return r.stopScale(ctx, x, fmt.Sprintf("stage %s waited %s: %v", x.op.Stage, x.bound, err), nil)
+	}
+	return "", nil, notYet("%v", err)
+}
+
+// guardCtx proves the lease before a mutation and bounds the mutation by the lease's deadline,
+// so that a write still in flight when the lease runs out is cut off.
+func (r *Runner) guardCtx(ctx context.Context, what string) (context.Context, context.CancelFunc, error) {
+	deadline, err := r.guard(what)
+	if err != nil {
+		return ctx, func() {}, err
+	}
+	if deadline.IsZero() {
+		return ctx, func() {}, nil
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	return dctx, cancel, nil
 }
 
 // observePair observes the primary, then the instance name.
@@ -195,10 +248,7 @@ func (r *Runner) scAdding(ctx context.Context, x *stageEnv) (string, func(*v1.My
 		return "", nil, err
 	}
 	if _, ok := x.byName[name]; !ok {
-		if x.overdue {
-			return r.stopScale(ctx, x, fmt.Sprintf("%s did not become Ready within %s ('kubectl describe pod %s' tells why)", name, x.bound, name), nil)
-		}
-		return "", nil, notYet("waiting for %s to be created and Ready", name)
+		return r.scWait(ctx, x, fmt.Errorf("%s is not created and Ready yet ('kubectl describe pod %s' tells why)", name, name))
 	}
 	return StageSeeding, nil, nil
 }
@@ -211,7 +261,7 @@ func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	name := scalePod(c, sc.Ordinal)
 	in, err := x.ss.connect(name)
 	if err != nil {
-		return "", nil, notYet("%s does not answer: %v", name, err)
+		return r.scWait(ctx, x, fmt.Errorf("%s does not answer: %w", name, err))
 	}
 	if err := r.ensureAccounts(ctx, c, in); err != nil {
 		return "", nil, err
@@ -220,11 +270,11 @@ func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		return r.chooseSeed(ctx, x, name)
 	}
 	if sc.SeedMethod == failover.SeedReplay {
-		return StageJoiningInstance, nil, nil
+		return StageJoiningInstance, func(s *v1.MysqlClusterStatus) { s.Scale.Seeded = true }, nil
 	}
 	js, err := x.ss.observe(name)
 	if err != nil {
-		return "", nil, err
+		return r.scWait(ctx, x, err)
 	}
 	if js.Flavor.IsMySQL() {
 		return r.stopScale(ctx, x, fmt.Sprintf("%s needs a copy of its data (%s), and copying a MySQL instance (the CLONE plugin) is not implemented by this version of mysqlctl", name, sc.SeedReason), nil)
@@ -237,7 +287,7 @@ func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.M
 func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (string, func(*v1.MysqlClusterStatus), error) {
 	ps, js, err := x.observePair(name)
 	if err != nil {
-		return "", nil, err
+		return r.scWait(ctx, x, err)
 	}
 	method, reason := failover.ChooseSeed(ps, js)
 	donor, job := "", ""
@@ -247,9 +297,13 @@ func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (stri
 			if m.pod.Name == name || m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
 				continue
 			}
+			// A donor replicates from the primary and holds nothing the primary lacks: what it
+			// holds is what the copy gets.
 			if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, PodHost(x.c, x.primaryName)) {
-				donor = m.pod.Name
-				break
+				if _, ok := divergence(ps, s); ok {
+					donor = m.pod.Name
+					break
+				}
 			}
 		}
 		reason += "; donor " + donor
@@ -280,10 +334,17 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		// Deleted by someone else: made again.
 		return StageSeeding, func(s *v1.MysqlClusterStatus) { s.Scale.SeedJob = "" }, nil
 	case err != nil:
-		if _, err := r.guard("create the seed Job " + key.Name); err != nil {
+		owned, err := r.ownedAccounts(ctx, c)
+		if err != nil {
 			return "", nil, err
 		}
-		if err := r.Kube.Create(ctx, BuildSeedJob(c, sc.Ordinal, sc.Donor), client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+		gctx, cancel, err := r.guardCtx(ctx, "create the seed Job "+key.Name)
+		if err != nil {
+			return "", nil, err
+		}
+		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned), client.FieldOwner(FieldOwner))
+		cancel()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", nil, fmt.Errorf("create the seed Job %s: %w", key.Name, err)
 		}
 		return StageSeeding, func(s *v1.MysqlClusterStatus) {
@@ -297,7 +358,7 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		}
 		switch cond.Type {
 		case batchv1.JobComplete:
-			return StageJoiningInstance, nil, nil
+			return StageJoiningInstance, func(s *v1.MysqlClusterStatus) { s.Scale.Seeded = true }, nil
 		case batchv1.JobFailed:
 			return r.stopScale(ctx, x, fmt.Sprintf("the copy from %s into %s failed (%s: %s); 'kubectl logs job/%s' shows why, and resume makes the Job again", sc.Donor, scalePod(c, sc.Ordinal), cond.Reason, cond.Message, key.Name),
 				func(s *v1.MysqlClusterStatus) { s.Scale.SeedJob = "" })
@@ -309,16 +370,50 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 	return "", nil, notYet("copying %s into %s (Job %s: %d active)", sc.Donor, scalePod(c, sc.Ordinal), key.Name, job.Status.Active)
 }
 
+// ownedAccounts names the accounts and roles mysqlctl makes on every instance itself (and the
+// server's own): a copy leaves their rows alone on the target.
+func (r *Runner) ownedAccounts(ctx context.Context, c *v1.MysqlCluster) ([]string, error) {
+	secret, err := CheckSecret(ctx, r.Kube, c)
+	if err != nil {
+		return nil, err
+	}
+	accounts, err := AccountCredentialsFromSecret(secret)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := BootstrapAccounts(accounts)
+	if err != nil {
+		return nil, err
+	}
+	owned := []string{RootUser, "mariadb.sys", "", "PUBLIC", topology.ReadOnlyAdminRole}
+	for _, u := range specs {
+		owned = append(owned, u.User)
+	}
+	return owned, nil
+}
+
 // deleteSeedJob deletes the copy's Job and its pod, if there is one.
 func (r *Runner) deleteSeedJob(ctx context.Context, c *v1.MysqlCluster, ord int32) error {
-	if _, err := r.guard("delete the seed Job " + SeedJobName(c, ord)); err != nil {
+	job := &batchv1.Job{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: SeedJobName(c, ord)}, job); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
 		return err
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: SeedJobName(c, ord)}}
-	if err := r.Kube.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the seed Job %s: %w", job.Name, err)
+	if job.DeletionTimestamp == nil {
+		gctx, cancel, err := r.guardCtx(ctx, "delete the seed Job "+job.Name)
+		if err != nil {
+			return err
+		}
+		// Foreground: the Job is gone only once its pod is, so that no old copy still loads
+		// into the instance while a new one starts.
+		err = r.Kube.Delete(gctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the seed Job %s: %w", job.Name, err)
+		}
 	}
-	return nil
+	return notYet("waiting for the seed Job %s and its pod to be deleted", job.Name)
 }
 
 // scJoining proves the new instance's history an ancestor of the primary's (else it is
@@ -334,14 +429,21 @@ func (r *Runner) scJoining(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	}
 	ps, js, err := x.observePair(name)
 	if err != nil {
-		return "", nil, err
+		return r.scWait(ctx, x, err)
 	}
 	if err := flavorMatches(c, name, js); err != nil {
 		return "", nil, err
 	}
-	if method, reason := failover.ChooseSeed(ps, js); method == failover.SeedCopy && sc.SeedMethod == failover.SeedReplay {
+	if method, reason := failover.ChooseSeed(ps, js); method == failover.SeedCopy {
+		if sc.SeedMethod == failover.SeedCopy {
+			// The copy did not bring the instance to a position the primary's binary logs
+			// cover: it cannot have all the data, whatever the Job reported.
+			return r.stopScale(ctx, x, fmt.Sprintf("after the copy from %s, %s still cannot replay the rest: %s", sc.Donor, name, reason), func(s *v1.MysqlClusterStatus) { s.Scale.Seeded, s.Scale.SeedJob = false, "" })
+		}
 		// The primary purged what the instance needs since replay was chosen.
-		return StageSeeding, func(s *v1.MysqlClusterStatus) { s.Scale.SeedMethod, s.Scale.SeedReason = "", reason }, nil
+		return StageSeeding, func(s *v1.MysqlClusterStatus) {
+			s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Seeded = "", reason, false
+		}, nil
 	}
 	e, ok, err := x.ss.ancestor(x.primaryName, ps, js)
 	if err != nil {
@@ -365,12 +467,13 @@ func (r *Runner) scJoining(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	return StageVerifyingInstance, func(s *v1.MysqlClusterStatus) { appendProvenance(s, rec) }, nil
 }
 
-// appendProvenance appends the record unless the ordinal's newest record already says the same
-// (a stage run again after its status write); records are never rewritten.
+// appendProvenance appends the record unless the ordinal's newest record already names the same
+// volume seeded the same way (a join run again after its status write, or a resumed scale);
+// records are never rewritten.
 func appendProvenance(s *v1.MysqlClusterStatus, rec v1.GTIDBootstrapRecord) {
 	for i := len(s.GTIDBootstrap) - 1; i >= 0; i-- {
 		if e := s.GTIDBootstrap[i]; e.Ordinal == rec.Ordinal {
-			if e.PVCUID == rec.PVCUID && e.Method == rec.Method && e.BootstrapGTIDSet == rec.BootstrapGTIDSet {
+			if e.PVCUID == rec.PVCUID && e.Method == rec.Method {
 				return
 			}
 			break
@@ -388,7 +491,7 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	host := PodHost(c, x.primaryName)
 	ps, js, err := x.observePair(name)
 	if err != nil {
-		return "", nil, err
+		return r.scWait(ctx, x, err)
 	}
 	if js.Replica == nil || js.Replica.SourceHost != host || js.Replica.IOThread == topology.ThreadStopped && !js.Replica.SQLRunning {
 		in, err := x.ss.connect(name)
@@ -478,14 +581,17 @@ func (r *Runner) scRemoving(ctx context.Context, x *stageEnv) (string, func(*v1.
 		return "", nil, err
 	}
 	if _, ok := pods[sc.Ordinal]; ok {
-		return "", nil, notYet("waiting for %s to be deleted", name)
+		return r.scWait(ctx, x, fmt.Errorf("%s is not deleted yet", name))
 	}
 	if sc.DeleteData {
-		if _, err := r.guard("delete the data volume claim of " + name); err != nil {
+		gctx, cancel, err := r.guardCtx(ctx, "delete the data volume claim of "+name)
+		if err != nil {
 			return "", nil, err
 		}
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "data-" + name}}
-		if err := r.Kube.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+		err = r.Kube.Delete(gctx, pvc)
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
 			return "", nil, fmt.Errorf("delete the data volume claim of %s: %w", name, err)
 		}
 	}

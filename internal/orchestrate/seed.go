@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,34 +21,62 @@ func SeedJobName(c *v1.MysqlCluster, ordinal int32) string {
 // LabelName, so neither the StatefulSet nor any Service of the cluster selects a seed pod.
 const seedComponent = "seed"
 
-// seedScript copies every database of the donor except the system schemas into the target, in
-// one consistent snapshot (--single-transaction) that carries the donor's GTID position
-// (--master-data --gtid emits SET GLOBAL gtid_slave_pos at the end). The target loads it without
-// binary logging, so the copy writes no GTIDs of its own (they would be errant), and with the
-// role that lets mysqlctl's sessions write to a read-only server. mysqlctl's accounts are made on
-// the target before the copy and live in the mysql schema, which the copy leaves alone. The
-// password comes from MYSQL_PWD, never from the command line, where ps would show it.
-func seedScript(t flavorTools, donorHost, targetHost string) string {
-	return fmt.Sprintf(`set -eu
+// seedScript copies the donor into the target, run by bash with pipefail, so that a copy that
+// fails anywhere (the dump, the load, the donor restarting) fails the Job:
+//
+//  1. every non-system database of the target is dropped (a volume kept from an earlier life
+//     may hold one the primary dropped since);
+//  2. every non-system database of the donor is dumped in one consistent snapshot
+//     (--single-transaction) that ends with the donor's GTID position (--master-data --gtid
+//     writes SET GLOBAL gtid_slave_pos after the data), followed by the accounts and grants
+//     that mysqlctl does not own (the mysql privilege tables' rows of every other user and role),
+//     so that replicated GRANTs keep applying and a promoted copy serves the applications;
+//  3. the target loads it without binary logging, so that the copy writes no GTID of its own
+//     (it would be errant), with the role that lets mysqlctl's sessions write to a read-only
+//     server;
+//  4. the target's binary log starts again at the copied position (RESET MASTER, then
+//     gtid_binlog_state): its binary logs never claim to hold the history it was copied, so a
+//     later seed from it, if it becomes primary, copies instead of replaying too little.
+//
+// The password comes from MYSQL_PWD, never from the command line, where ps would show it.
+func seedScript(t flavorTools, donorHost, targetHost string, owned []string) string {
+	quoted := make([]string, len(owned))
+	for i, u := range owned {
+		quoted[i] = "'" + strings.ReplaceAll(u, "'", "''") + "'"
+	}
+	return fmt.Sprintf(`set -euo pipefail
 src=%[3]s
 dst=%[4]s
 session="SET SESSION sql_log_bin=0; SET ROLE %[5]s;"
-dbs=$(%[1]s -h "$src" -P %[6]d -uroot -N -B -e "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN ('mysql','information_schema','performance_schema','sys')" | tr '\n' ' ')
-echo "mysqlctl seed: copying databases [$dbs] from $src to $dst"
-if [ -n "$dbs" ]; then
-  { echo "$session"; %[2]s -h "$src" -P %[6]d -uroot --single-transaction --master-data=1 --gtid --add-drop-database --routines --events --triggers --databases $dbs; } | %[1]s -h "$dst" -P %[6]d -uroot
-else
-  pos=$(%[1]s -h "$src" -P %[6]d -uroot -N -B -e "SELECT @@gtid_binlog_pos")
-  echo "$session SET GLOBAL gtid_slave_pos='$pos';" | %[1]s -h "$dst" -P %[6]d -uroot
-fi
-%[1]s -h "$dst" -P %[6]d -uroot -N -B -e "SELECT CONCAT('mysqlctl seed: done, gtid_slave_pos ', @@gtid_slave_pos)"
-`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort)
+q() { %[1]s -h "$1" -P %[6]d -uroot -N -B -e "$2"; }
+system="('mysql','information_schema','performance_schema','sys')"
+for db in $(q "$dst" "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN $system"); do
+  echo "$session DROP DATABASE `+"\\`$db\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
+done
+dbs=$(q "$src" "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN $system" | tr '\n' ' ')
+echo "mysqlctl seed: copying databases [$dbs] and the accounts mysqlctl does not own from $src to $dst"
+{
+  echo "$session"
+  if [ -n "$dbs" ]; then
+    %[2]s -h "$src" -P %[6]d -uroot --single-transaction --master-data=1 --gtid --routines --events --triggers --databases $dbs
+  else
+    echo "SET GLOBAL gtid_slave_pos='$(q "$src" "SELECT @@gtid_binlog_pos")';"
+  fi
+  echo "USE mysql;"
+  %[2]s -h "$src" -P %[6]d -uroot --no-create-info --replace --skip-triggers --where="User NOT IN (%[7]s)" mysql global_priv db tables_priv columns_priv procs_priv proxies_priv roles_mapping
+  echo "FLUSH PRIVILEGES;"
+} | %[1]s -h "$dst" -P %[6]d -uroot
+pos=$(q "$dst" "SELECT @@gtid_slave_pos")
+echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$pos';" | %[1]s -h "$dst" -P %[6]d -uroot
+echo "mysqlctl seed: done at GTID position [$pos]"
+`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","))
 }
 
 // BuildSeedJob returns the Job that copies the donor's data into the instance of the ordinal,
 // run from the cluster's own image (its client tools) inside the cluster, so the copy never
 // passes through the machine mysqlctl runs on. Only MariaDB is copied this way (MySQL has CLONE).
-func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string) *batchv1.Job {
+// owned names the accounts and roles mysqlctl makes on every instance itself: their rows are not copied.
+func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []string) *batchv1.Job {
 	t := toolsFor(c)
 	target := fmt.Sprintf("%s-%d", c.Name, ordinal)
 	labels := map[string]string{LabelInstance: c.Name, LabelManagedBy: FieldOwner, LabelComponent: seedComponent}
@@ -67,7 +96,7 @@ func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string) *batchv1.Job 
 					Containers: []corev1.Container{{
 						Name:    "seed",
 						Image:   c.Spec.Image,
-						Command: []string{"sh", "-c", seedScript(t, PodHost(c, donor), PodHost(c, target))},
+						Command: []string{"bash", "-c", seedScript(t, PodHost(c, donor), PodHost(c, target), owned)},
 						Env: []corev1.EnvVar{{Name: "MYSQL_PWD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 							LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(c)}, Key: SecretRootPassword,
 						}}}},

@@ -23,7 +23,7 @@ func semiSyncAcks(c *v1.MysqlCluster) int64 {
 }
 
 func semiSyncWanted(c *v1.MysqlCluster) int64 {
-	if !c.Spec.SemiSync.SemiSyncEnabled() || c.Spec.Replicas < 2 {
+	if !c.Spec.SemiSync.SemiSyncEnabled() || memberCount(c) < 2 {
 		return 0
 	}
 	return max(int64(c.Spec.SemiSync.WaitForReplicas), 1)

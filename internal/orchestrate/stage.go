@@ -204,7 +204,7 @@ func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]instan
 		return nil, err
 	}
 	var out []instance
-	for ord := int32(0); ord < c.Spec.Replicas; ord++ {
+	for ord := int32(0); ord < memberCount(c); ord++ {
 		if p, ok := pods[ord]; ok && podReady(p) {
 			out = append(out, instance{ordinal: ord, pod: p})
 		}

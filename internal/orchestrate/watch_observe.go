@@ -113,7 +113,7 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 	wg.Wait()
 	primary, havePrimary := snaps[c.Status.CurrentPrimary]
 	var views []InstanceView
-	for ord := range c.Spec.Replicas {
+	for ord := range memberCount(c) {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		s, up := snaps[name]
 		v := InstanceView{Name: name, Primary: name == c.Status.CurrentPrimary, Up: up}

@@ -65,7 +65,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		return err
 	}
 	writable := w.writableOthers(ctx, obs, c, pods, creds)
-	allReady := int32(len(pods)) == c.Spec.Replicas
+	allReady := int32(len(pods)) == memberCount(c)
 	for _, p := range pods {
 		allReady = allReady && podReady(p)
 	}

@@ -52,13 +52,7 @@ func BenchmarkScaleAddReplica(b *testing.B) {
 		}
 		_, downGap := scaleTimed(2, "--delete-data")
 		primary := getCluster(t, ctx, name).Status.CurrentPrimary
-		pdb := db(t, mustPodAddr(t, ctx, primary), root)
-		elevated(t, ctx, pdb, "FLUSH BINARY LOGS")
-		var file string
-		if err := pdb.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, new(any), new(any), new(any)); err != nil {
-			b.Fatal(err)
-		}
-		elevated(t, ctx, pdb, fmt.Sprintf("PURGE BINARY LOGS TO '%s'", file))
+		purgeBinlogs(t, ctx, db(t, mustPodAddr(t, ctx, primary), root))
 		copied, copyGap := scaleTimed(3)
 		if rec := provenance(getCluster(t, ctx, name), name+"-2"); rec == nil || rec.Method != "copy" {
 			b.Fatalf("the scale up after the purge was not by copy: %+v", rec)

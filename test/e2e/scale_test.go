@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,9 +114,14 @@ func TestScale(t *testing.T) {
 		if _, err := r.Client.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("pod %s still exists after the scale down (%v)", p, err)
 		}
-		if _, err := r.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-"+p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("the volume of %s was kept despite --delete-data (%v)", p, err)
-		}
+		// Deleted: gone once the claim's protection finalizer sees no pod using it.
+		eventually(t, ctx, "the volume of "+p+" deleted (--delete-data)", func() error {
+			pvc, err := r.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-"+p, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || err == nil && pvc.DeletionTimestamp != nil {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
 	}
 
 	// Below the semi-sync quorum: refused, nothing changed.
@@ -127,14 +133,7 @@ func TestScale(t *testing.T) {
 	}
 
 	// Purge the primary's binary logs: a new instance cannot replay them, so it is copied.
-	pdb := db(t, mustPodAddr(t, ctx, primary), root)
-	elevated(t, ctx, pdb, "FLUSH BINARY LOGS")
-	var file string
-	var pos any
-	if err := pdb.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, new(any), new(any)); err != nil {
-		t.Fatal(err)
-	}
-	elevated(t, ctx, pdb, fmt.Sprintf("PURGE BINARY LOGS TO '%s'", file))
+	purgeBinlogs(t, ctx, db(t, mustPodAddr(t, ctx, primary), root))
 	res = mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "5m")
 	if res.code != 0 {
 		t.Fatalf("scale up after the purge: exit %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -171,12 +170,27 @@ func TestScale(t *testing.T) {
 	}
 	pdbAllows(t, ctx, "sc", 1)
 
+	// With a watch supervising, scale is handed to it and follows its outcome.
+	w := startWatch(t, nil, "sc")
+	w.supervising(t, ctx)
+	res = mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "3m")
+	if res.code != 0 {
+		t.Fatalf("scale handed to the watch: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	c = getCluster(t, ctx, "sc")
+	scaled(t, c, 3)
+	if c.Status.History[0].RequestID == "" || c.Status.Request == nil || c.Status.Request.Type != orchestrate.RequestScale {
+		t.Fatalf("the scale was not carried out by the watch: history %+v, request %+v", c.Status.History[0], c.Status.Request)
+	}
+	w.stop(t)
+	step("scale handed to the watch")
+
 	stopMon()
 	stopWriter()
 	if mon.most != 1 {
 		t.Fatalf("%d instances writable at once (%s) in %d samples", mon.most, mon.at, mon.samples)
 	}
-	for _, p := range []string{"sc-0", "sc-1", "sc-2", "sc-3"} {
+	for _, p := range []string{"sc-0", "sc-1", "sc-2"} {
 		holdsAcked(t, ctx, p, db(t, mustPodAddr(t, ctx, p), root), wr.acked)
 	}
 	reasons, texts := eventReasons(t, ctx, "sc")
@@ -217,4 +231,26 @@ func podLabel(t *testing.T, ctx context.Context, pod, label string) string {
 		t.Fatal(err)
 	}
 	return p.Labels[label]
+}
+
+// purgeBinlogs purges every binary log of the server but the newest; a log a replica still reads
+// is kept by the server, so the purge is repeated until only the newest is left.
+func purgeBinlogs(t *testing.T, ctx context.Context, d *sql.DB) {
+	t.Helper()
+	eventually(t, ctx, "binary logs purged", func() error {
+		elevated(t, ctx, d, "FLUSH BINARY LOGS")
+		var file string
+		if err := d.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, new(any), new(any), new(any)); err != nil {
+			return err
+		}
+		elevated(t, ctx, d, fmt.Sprintf("PURGE BINARY LOGS TO '%s'", file))
+		var first string
+		if err := d.QueryRowContext(ctx, "SHOW BINARY LOGS").Scan(&first, new(any)); err != nil {
+			return err
+		}
+		if first != file {
+			return fmt.Errorf("the oldest binary log is %s, not %s (a replica still reads it)", first, file)
+		}
+		return nil
+	})
 }
