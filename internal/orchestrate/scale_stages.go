@@ -263,10 +263,12 @@ func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	if err != nil {
 		return r.scWait(ctx, x, fmt.Errorf("%s does not answer: %w", name, err))
 	}
-	if err := r.ensureAccounts(ctx, c, in); err != nil {
-		return "", nil, err
-	}
 	if sc.SeedMethod == "" {
+		// Once, before the seed is chosen: making the accounts ends the account's other
+		// sessions (a stripped privilege must not survive in them), which would cut the copy's.
+		if err := r.ensureAccounts(ctx, c, in); err != nil {
+			return "", nil, err
+		}
 		return r.chooseSeed(ctx, x, name)
 	}
 	if sc.SeedMethod == failover.SeedReplay {
@@ -300,7 +302,8 @@ func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (stri
 			// A donor replicates from the primary and holds nothing the primary lacks: what it
 			// holds is what the copy gets.
 			if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, PodHost(x.c, x.primaryName)) {
-				if _, ok := divergence(ps, s); ok {
+				// (ancestor observes the primary again when the replica looks ahead of it.)
+				if _, ok, err := x.ss.ancestor(x.primaryName, ps, s); err == nil && ok {
 					donor = m.pod.Name
 					break
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -41,6 +42,11 @@ func BenchmarkScaleAddReplica(b *testing.B) {
 			time.Sleep(time.Second)
 			stop()
 			if res.code != 0 {
+				logs, _ := filepath.Glob(filepath.Join(r.Dir, "pods", "default_"+name+"-seed-*", "logs", "*.log"))
+				for _, l := range logs {
+					out, _ := os.ReadFile(l)
+					b.Logf("%s:\n%s", l, out)
+				}
 				b.Fatalf("scale to %d: %d %s", n, res.code, res.stderr)
 			}
 			return took, w.maxGap()
