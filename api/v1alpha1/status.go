@@ -154,7 +154,8 @@ type MysqlClusterStatus struct {
 	History []OperationRecord `json:"history,omitempty"`
 	// Quarantined instances: their data holds transactions no known primary wrote, or a history
 	// that is not an ancestor of the primary's. They are labelled quarantined, kept out of both
-	// Services and never elected; no mysqlctl command releases them yet. Written by mysqlctl; do
+	// Services and never elected; `mysqlctl rebuild NAME INSTANCE` re-seeds one from a healthy
+	// replica and releases it (an instance being rebuilt is listed here too). Written by mysqlctl; do
 	// not edit.
 	// +optional
 	ErrantInstances []ErrantInstance `json:"errantInstances,omitempty"`

@@ -56,7 +56,7 @@ completions/ in the repository. For the kubectl plugin, kubectl (1.26+) complete
 }
 
 // takesClusterName lists the commands whose one argument is the NAME of an existing cluster.
-var takesClusterName = []string{"status", "switchover", "failover", "resume", "abort", "reconcile", "delete", "watch"}
+var takesClusterName = []string{"status", "switchover", "failover", "resume", "abort", "reconcile", "delete", "watch", "upgrade", "scale", "rebuild"}
 
 // registerNameCompletion completes cluster names after every command that takes NAME, and
 // instance names after --to, from the cluster the connection flags point at (-n, --context,
@@ -67,13 +67,19 @@ func registerNameCompletion(root *cobra.Command, f *cmdutil.Factory) {
 			continue
 		}
 		c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 1 && cmd.Name() == "rebuild" {
+				return instanceNames(cmd.Context(), f, args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
 			return clusterNames(cmd.Context(), f, toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
-		if c.Flags().Lookup("to") != nil {
-			_ = c.RegisterFlagCompletionFunc("to", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		for _, flag := range []string{"to", "from"} {
+			if c.Flags().Lookup(flag) == nil {
+				continue
+			}
+			_ = c.RegisterFlagCompletionFunc(flag, func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 				if len(args) == 0 {
 					return nil, cobra.ShellCompDirectiveNoFileComp
 				}

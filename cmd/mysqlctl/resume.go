@@ -67,6 +67,9 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 			up.ID, cluster.Name, strings.Join(up.Done, ", "), o.f.DisplayName, cluster.Name)
 		return nil
 	}
+	if sc := cluster.Status.Scale; sc != nil && sc.Action == "rebuild" && (op == nil || op.Type == orchestrate.OperationRebuild) {
+		return (&RebuildOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, resumeOnly: true}).Run(ctx)
+	}
 	if cluster.Status.Scale != nil && (op == nil || op.Type == orchestrate.OperationScale) {
 		// A scale continues as a whole, the instance in flight first.
 		return (&ScaleOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, Wait: o.Wait, Plan: planFlags{Output: "text"}, resumeOnly: true}).Run(ctx)

@@ -241,6 +241,19 @@ func haLine(c *v1.MysqlCluster, sup orchestrate.Supervision, now time.Time) stri
 // it is seeded, or that it stopped and resume continues it.
 func scaleLine(c *v1.MysqlCluster, sc *v1.ScaleStatus) string {
 	line := fmt.Sprintf("scale %d -> %d instances", sc.From, sc.To)
+	if sc.Action == "rebuild" {
+		line = fmt.Sprintf("rebuild of %s-%d", c.Name, sc.Ordinal)
+		if sc.Donor != "" {
+			line += " from " + sc.Donor
+		}
+		if sc.Seeded {
+			line += ", copied"
+		}
+		if c.Status.Operation == nil {
+			line += " (stopped: 'resume " + c.Name + "' continues it, 'abort " + c.Name + "' ends it)"
+		}
+		return line
+	}
 	if sc.Action != "" {
 		line += fmt.Sprintf(", %s %s-%d in flight", map[string]string{"add": "adding", "remove": "removing"}[sc.Action], c.Name, sc.Ordinal)
 	}

@@ -77,6 +77,9 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	if op == nil && c.Status.Upgrade != nil {
 		return r.abortUpgrade(ctx, c)
 	}
+	if sc := c.Status.Scale; sc != nil && sc.Action == scaleRebuild && (op == nil || op.Type == OperationRebuild) {
+		return r.abortRebuild(ctx, c)
+	}
 	if op == nil {
 		return nothingToAbort(key), nil
 	}

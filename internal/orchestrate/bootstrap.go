@@ -226,6 +226,10 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 				// Converged replicas need no converge, unless the spec changed since one
 				// recorded the generation it verified: then one runs, so the status (and the
 				// disruption budget derived from it) describes the spec in force.
+				if sc := cluster.Status.Scale; sc != nil && sc.Action == scaleRebuild {
+					return fmt.Errorf("%w: the rebuild of %s is recorded and stopped (see 'status %s'): run 'resume %s' to finish it or 'abort %s' to end it",
+						outcome.ErrUnsafe, scalePod(cluster, sc.Ordinal), cluster.Name, cluster.Name, cluster.Name)
+				}
 				if sc := cluster.Status.Scale; sc != nil {
 					// A scale stopped (or superseded by a failover) with an instance in
 					// flight: the cluster is not at either count, and only the scale knows

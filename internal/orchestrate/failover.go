@@ -114,7 +114,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			started = true
 			continue
 		}
-		if (op.Type == OperationSwitchover || op.Type == OperationConverge || op.Type == OperationScale) && !opts.ResumeOnly && !started {
+		if (op.Type == OperationSwitchover || op.Type == OperationConverge || op.Type == OperationScale || op.Type == OperationRebuild) && !opts.ResumeOnly && !started {
 			if err := r.supersede(ctx, cluster, op, opts); err != nil {
 				return err
 			}
@@ -454,7 +454,7 @@ func (r *Runner) quarantine(ctx context.Context, c *v1.MysqlCluster, ss *session
 		if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
 			return err
 		}
-		r.event(ctx, c, true, "Quarantined", fmt.Sprintf("%s: %s (%d divergent transaction(s): %s)", e.Name, e.Reason, e.Count, e.ErrantGTIDs))
+		r.event(ctx, c, true, "Quarantined", fmt.Sprintf("%s: %s (%d divergent transaction(s): %s); 'rebuild %s %s' replaces its data with a healthy replica's copy", e.Name, e.Reason, e.Count, e.ErrantGTIDs, c.Name, e.Name))
 	}
 	return nil
 }

@@ -412,6 +412,10 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 			}
 			err = r.Scale(ctx, w.key, ScaleOptions{Replicas: *req.Replicas, DeleteData: req.DeleteData, NoSwitchover: req.NoSwitchover, ResumeOnly: op != nil && op.Type == OperationScale})
 		case RequestResume:
+			if sc := cur.Status.Scale; sc != nil && sc.Action == scaleRebuild && (op == nil || op.Type == OperationRebuild) {
+				err = r.Rebuild(ctx, w.key, RebuildOptions{ResumeOnly: true})
+				break
+			}
 			if cur.Status.Scale != nil && (op == nil || op.Type == OperationScale) {
 				err = r.Scale(ctx, w.key, ScaleOptions{ResumeOnly: true})
 				break

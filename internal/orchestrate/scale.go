@@ -73,7 +73,12 @@ var scaleKind = &operationKind{
 		StageScalePlanning: scaleBound, StageAddingInstance: scaleBound, StageSeeding: scaleBound, StageJoiningInstance: scaleBound,
 		StageVerifyingInstance: scaleBound, StageDetachingInstance: scaleBound, StageRemovingInstance: scaleBound,
 	},
-	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+	prepare: prepareScale,
+}
+
+// prepareScale gathers what a scale or rebuild stage reads.
+func prepareScale(r *Runner, ctx context.Context, x *stageEnv) error {
+	{
 		// Every ready pod the StatefulSet holds now, the one in flight included; a replica that
 		// is down never blocks a scale (the primary must answer, which each stage checks).
 		pods, err := r.pods(ctx, x.c)
@@ -95,7 +100,7 @@ var scaleKind = &operationKind{
 		x.primaryName = x.c.Status.CurrentPrimary
 		x.primary = x.byName[x.primaryName]
 		return nil
-	},
+	}
 }
 
 // Scale adds or removes instances until the cluster has opts.Replicas, one at a time behind
@@ -115,6 +120,8 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 		case op == nil && (started || opts.ResumeOnly && c.Status.Scale == nil):
 			_ = syncPDB(ctx, r.Kube, c)
 			return r.lastResult(c, OperationScale)
+		case op == nil && c.Status.Scale != nil && c.Status.Scale.Action == scaleRebuild:
+			return fmt.Errorf("%w: the rebuild of %s is recorded (stopped): run 'resume %s' to finish it before a scale", outcome.ErrUnsafe, scalePod(c, c.Status.Scale.Ordinal), c.Name)
 		case op == nil:
 			to := opts.Replicas // a new count replaces a recorded one (a stopped scale is backed out)
 			if sc := c.Status.Scale; to == 0 && sc != nil {

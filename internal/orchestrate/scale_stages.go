@@ -24,6 +24,8 @@ import (
 const (
 	scaleAdd    = "add"
 	scaleRemove = "remove"
+	// scaleRebuild re-seeds the instance of ordinal in place (rebuild).
+	scaleRebuild = "rebuild"
 )
 
 func scalePod(c *v1.MysqlCluster, ord int32) string { return fmt.Sprintf("%s-%d", c.Name, ord) }
@@ -129,29 +131,8 @@ func (r *Runner) scNext(ctx context.Context, x *stageEnv, replicas int32, done f
 // asks once enough replicas replicate, and the cluster is recorded at its new count.
 func (r *Runner) scFinish(ctx context.Context, x *stageEnv, done func(*v1.MysqlClusterStatus)) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	ps, err := x.ss.observe(x.primaryName)
-	if err != nil {
-		return "", nil, err
-	}
-	replicas := 0
-	for _, m := range x.members {
-		if m.pod.Name != x.primaryName && m.ordinal < sc.To && !quarantined(c, m.pod.Name) {
-			replicas++
-		}
-	}
-	if want := semiSyncAcks(c); want > 0 && !ps.SemiSync.SourceEnabled && int64(replicas) >= want {
-		// A primary that ran asynchronously (too few replicas before) waits for
-		// acknowledgements again now that enough replicas replicate.
-		in, err := x.ss.connect(x.primaryName)
-		if err != nil {
-			return "", nil, err
-		}
-		if err := r.enableSemiSyncSource(ctx, c, in); err != nil {
-			return "", nil, err
-		}
-		return "", nil, notYet("semi-sync enabled on %s: waiting for its acknowledgers", x.primaryName)
-	}
-	semi, err := r.settleSemiSync(ctx, x, x.primaryName, ps, replicas)
+	replicas := replicasIn(x, sc.To)
+	semi, err := r.semiSyncAfter(ctx, x, replicas)
 	if err != nil {
 		return "", nil, err
 	}
@@ -178,6 +159,38 @@ func (r *Runner) scFinish(ctx context.Context, x *stageEnv, done func(*v1.MysqlC
 		}
 		semi(s)
 	}, nil
+}
+
+// replicasIn counts the ready members below ordinal n other than the primary and quarantined ones.
+func replicasIn(x *stageEnv, n int32) int {
+	replicas := 0
+	for _, m := range x.members {
+		if m.pod.Name != x.primaryName && m.ordinal < n && !quarantined(x.c, m.pod.Name) {
+			replicas++
+		}
+	}
+	return replicas
+}
+
+// semiSyncAfter makes the primary wait for the acknowledgements the spec asks for once enough
+// replicas replicate (a primary that ran asynchronously before), or records why it cannot.
+func (r *Runner) semiSyncAfter(ctx context.Context, x *stageEnv, replicas int) (func(*v1.MysqlClusterStatus), error) {
+	c := x.c
+	ps, err := x.ss.observe(x.primaryName)
+	if err != nil {
+		return nil, err
+	}
+	if want := semiSyncAcks(c); want > 0 && !ps.SemiSync.SourceEnabled && int64(replicas) >= want {
+		in, err := x.ss.connect(x.primaryName)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.enableSemiSyncSource(ctx, c, in); err != nil {
+			return nil, err
+		}
+		return nil, notYet("semi-sync enabled on %s: waiting for its acknowledgers", x.primaryName)
+	}
+	return r.settleSemiSync(ctx, x, x.primaryName, ps, replicas)
 }
 
 // stopScale ends the scale's run with the reason, the scale kept in status.scale so that
@@ -229,6 +242,28 @@ func (x *stageEnv) observePair(name string) (primary, instance topology.Snapshot
 	}
 	instance, err = x.ss.observe(name)
 	return primary, instance, err
+}
+
+// acksWithout says why the instance may not stop replicating: without it the primary would have
+// fewer semi-sync replicas connected than it waits for, and every commit would stall ("" when it
+// may).
+func (r *Runner) acksWithout(x *stageEnv, name string) (string, error) {
+	want := semiSyncAcks(x.c)
+	if want == 0 {
+		return "", nil
+	}
+	ps, err := x.ss.observe(x.primaryName)
+	if err != nil {
+		return "", err
+	}
+	acks := ps.SemiSync.SourceClients
+	if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, PodHost(x.c, x.primaryName)) {
+		acks--
+	}
+	if ps.SemiSync.SourceEnabled && acks < want {
+		return fmt.Sprintf("without %s the primary %s would have %d semi-sync replica(s) connected and waits for %d: every commit would stall; repair the other replicas first", name, x.primaryName, acks, want), nil
+	}
+	return "", nil
 }
 
 // scGuard stops the scale once the primary has been silent for the supervisor's detection time,
@@ -294,21 +329,7 @@ func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (stri
 	method, reason := failover.ChooseSeed(ps, js)
 	donor, job := "", ""
 	if method == failover.SeedCopy {
-		donor = x.primaryName
-		for _, m := range x.members {
-			if m.pod.Name == name || m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
-				continue
-			}
-			// A donor replicates from the primary and holds nothing the primary lacks: what it
-			// holds is what the copy gets.
-			if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, PodHost(x.c, x.primaryName)) {
-				// (ancestor observes the primary again when the replica looks ahead of it.)
-				if _, ok, err := x.ss.ancestor(x.primaryName, ps, s); err == nil && ok {
-					donor = m.pod.Name
-					break
-				}
-			}
-		}
+		donor = r.pickDonor(x, ps, name)
 		reason += "; donor " + donor
 	}
 	r.event(ctx, x.c, false, "ScaleSeeding", fmt.Sprintf("scale %s: %s is seeded by %s: %s", x.op.ID, name, method, reason))
@@ -345,7 +366,7 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		if err != nil {
 			return "", nil, err
 		}
-		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned), client.FieldOwner(FieldOwner))
+		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned, sc.Action == scaleRebuild), client.FieldOwner(FieldOwner))
 		cancel()
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", nil, fmt.Errorf("create the seed Job %s: %w", key.Name, err)
@@ -470,13 +491,12 @@ func (r *Runner) scJoining(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	return StageVerifyingInstance, func(s *v1.MysqlClusterStatus) { appendProvenance(s, rec) }, nil
 }
 
-// appendProvenance appends the record unless the ordinal's newest record already names the same
-// volume seeded the same way (a join run again after its status write, or a resumed scale);
-// records are never rewritten.
+// appendProvenance appends the record unless the ordinal's newest record already says the same
+// (a join run again after its status write); records are never rewritten.
 func appendProvenance(s *v1.MysqlClusterStatus, rec v1.GTIDBootstrapRecord) {
 	for i := len(s.GTIDBootstrap) - 1; i >= 0; i-- {
 		if e := s.GTIDBootstrap[i]; e.Ordinal == rec.Ordinal {
-			if e.PVCUID == rec.PVCUID && e.Method == rec.Method {
+			if e.PVCUID == rec.PVCUID && e.Method == rec.Method && e.BootstrapGTIDSet == rec.BootstrapGTIDSet {
 				return
 			}
 			break
@@ -516,17 +536,21 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		return "", nil, notYet("%s", why)
 	}
+	if sc.Action == scaleRebuild {
+		return r.rbRelease(ctx, x, name, js)
+	}
 	if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 		return "", nil, err
 	}
 	st := r.instanceStatuses(c, []instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
-	r.event(ctx, c, false, "ScaleInstanceAdded", fmt.Sprintf("scale %s: %s replicates from %s, caught up (seeded by %s)", x.op.ID, name, x.primaryName, sc.SeedMethod))
-	return r.scNext(ctx, x, sc.Ordinal+1, func(s *v1.MysqlClusterStatus) {
+	joined := func(s *v1.MysqlClusterStatus) {
 		s.Instances = slices.DeleteFunc(s.Instances, func(i v1.InstanceStatus) bool { return i.Name == name })
 		s.Instances = append(s.Instances, st...)
 		slices.SortFunc(s.Instances, func(a, b v1.InstanceStatus) int { return int(a.Ordinal - b.Ordinal) })
 		s.Scale.Done = append(s.Scale.Done, "+"+name)
-	})
+	}
+	r.event(ctx, c, false, "ScaleInstanceAdded", fmt.Sprintf("scale %s: %s replicates from %s, caught up (seeded by %s)", x.op.ID, name, x.primaryName, sc.SeedMethod))
+	return r.scNext(ctx, x, sc.Ordinal+1, joined)
 }
 
 // scDetaching takes the instance out of the replica Service and stops its replication, once the
@@ -534,23 +558,15 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 func (r *Runner) scDetaching(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
 	name := scalePod(c, sc.Ordinal)
-	host := PodHost(c, x.primaryName)
 	if name == x.primaryName {
 		return r.stopScale(ctx, x, fmt.Sprintf("%s is the primary; run 'scale %s --replicas %d' again, which switches over first", name, c.Name, sc.To), nil)
 	}
 	js, jerr := x.ss.observe(name)
-	if want := semiSyncAcks(c); want > 0 {
-		ps, err := x.ss.observe(x.primaryName)
+	if why, err := r.acksWithout(x, name); err != nil || why != "" {
 		if err != nil {
 			return "", nil, err
 		}
-		acks := ps.SemiSync.SourceClients
-		if jerr == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, host) {
-			acks--
-		}
-		if ps.SemiSync.SourceEnabled && acks < want {
-			return r.stopScale(ctx, x, fmt.Sprintf("without %s the primary %s would have %d semi-sync replica(s) connected and waits for %d: every commit would stall; repair the other replicas first", name, x.primaryName, acks, want), nil)
-		}
+		return r.stopScale(ctx, x, why, nil)
 	}
 	if err := r.labelRole(ctx, c, name, v1.RoleUnknown); err != nil {
 		return "", nil, err

@@ -24,12 +24,15 @@ const seedComponent = "seed"
 // seedScript copies the donor into the target, run by bash with pipefail, so that a copy that
 // fails anywhere (the dump, the load, the donor restarting) fails the Job:
 //
-//  1. every non-system database of the target is dropped (a volume kept from an earlier life
-//     may hold one the primary dropped since);
+//  1. the target's binary log is reset (GTIDs the copy does not hold, errant ones on a rebuild,
+//     would refuse the copy's position) and every non-system database of it is dropped (a volume kept from an earlier life
+//     may hold one the primary dropped since), or, for a rebuild, its tables are set aside in
+//     a schema named topology.AsidePrefix+database, dropped once the copy has joined;
 //  2. every non-system database of the donor is dumped in one consistent snapshot
 //     (--single-transaction) that ends with the donor's GTID position (--master-data --gtid
 //     writes SET GLOBAL gtid_slave_pos after the data), followed by the accounts and grants
-//     that mysqlctl does not own (the mysql privilege tables' rows of every other user and role),
+//     that mysqlctl does not own (the mysql privilege tables' rows of every other user and role,
+//     replacing the target's own: an account revoked or made errantly there does not survive),
 //     so that replicated GRANTs keep applying and a promoted copy serves the applications;
 //  3. the target loads it without binary logging, so that the copy writes no GTID of its own
 //     (it would be errant), with the role that lets mysqlctl's sessions write to a read-only
@@ -39,7 +42,7 @@ const seedComponent = "seed"
 //     later seed from it, if it becomes primary, copies instead of replaying too little.
 //
 // The password comes from MYSQL_PWD, never from the command line, where ps would show it.
-func seedScript(t flavorTools, donorHost, targetHost string, owned []string) string {
+func seedScript(t flavorTools, donorHost, targetHost string, owned []string, aside bool) string {
 	quoted := make([]string, len(owned))
 	for i, u := range owned {
 		quoted[i] = "'" + strings.ReplaceAll(u, "'", "''") + "'"
@@ -49,10 +52,25 @@ src=%[3]s
 dst=%[4]s
 session="SET SESSION sql_log_bin=0; SET ROLE %[5]s;"
 q() { %[1]s -h "$1" -P %[6]d -uroot -N -B -e "$2"; }
-system="('mysql','information_schema','performance_schema','sys')"
+system="('mysql','information_schema','performance_schema','sys') AND schema_name NOT LIKE '%[9]s%%'"
 for db in $(q "$dst" "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN $system"); do
+  if [ "%[8]t" = true ]; then
+    echo "$session CREATE DATABASE IF NOT EXISTS `+"\\`%[10]s$db\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
+    for t in $(q "$dst" "SELECT table_name FROM information_schema.tables WHERE table_schema = '$db' AND table_type = 'BASE TABLE'"); do
+      if [ "$(q "$dst" "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '%[10]s$db' AND table_name = '$t'")" = 0 ]; then
+        # A table moves to another schema only without its triggers (the copy brings its own).
+        for trg in $(q "$dst" "SELECT trigger_name FROM information_schema.triggers WHERE event_object_schema = '$db' AND event_object_table = '$t'"); do
+          echo "$session DROP TRIGGER `+"\\`$db\\`.\\`$trg\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
+        done
+        echo "$session RENAME TABLE `+"\\`$db\\`.\\`$t\\` TO \\`%[10]s$db\\`.\\`$t\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
+      fi # else an earlier attempt set the old table aside: this one is a partial copy, dropped below
+    done
+  fi
   echo "$session DROP DATABASE `+"\\`$db\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
 done
+# Its binary log goes too: GTIDs the copy does not hold (errant ones, on a rebuild) would refuse
+# the copy's position.
+echo "$session RESET MASTER;" | %[1]s -h "$dst" -P %[6]d -uroot
 dbs=$(q "$src" "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN $system" | tr '\n' ' ')
 echo "mysqlctl seed: copying databases [$dbs] and the accounts mysqlctl does not own from $src to $dst"
 {
@@ -63,20 +81,24 @@ echo "mysqlctl seed: copying databases [$dbs] and the accounts mysqlctl does not
     echo "SET GLOBAL gtid_slave_pos='$(q "$src" "SELECT @@gtid_binlog_pos")';"
   fi
   echo "USE mysql;"
+  for t in global_priv db tables_priv columns_priv procs_priv proxies_priv roles_mapping; do
+    echo "DELETE FROM $t WHERE User NOT IN (%[7]s);"
+  done
   %[2]s -h "$src" -P %[6]d -uroot --no-create-info --replace --skip-triggers --where="User NOT IN (%[7]s)" mysql global_priv db tables_priv columns_priv procs_priv proxies_priv roles_mapping
   echo "FLUSH PRIVILEGES;"
 } | %[1]s -h "$dst" -P %[6]d -uroot
 pos=$(q "$dst" "SELECT @@gtid_slave_pos")
 echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$pos';" | %[1]s -h "$dst" -P %[6]d -uroot
 echo "mysqlctl seed: done at GTID position [$pos]"
-`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","))
+`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), aside, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`), topology.AsidePrefix)
 }
 
 // BuildSeedJob returns the Job that copies the donor's data into the instance of the ordinal,
 // run from the cluster's own image (its client tools) inside the cluster, so the copy never
 // passes through the machine mysqlctl runs on. Only MariaDB is copied this way (MySQL has CLONE).
 // owned names the accounts and roles mysqlctl makes on every instance itself: their rows are not copied.
-func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []string) *batchv1.Job {
+// aside keeps the target's old tables in aside schemas instead of dropping them (a rebuild).
+func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []string, aside bool) *batchv1.Job {
 	t := toolsFor(c)
 	target := fmt.Sprintf("%s-%d", c.Name, ordinal)
 	labels := map[string]string{LabelInstance: c.Name, LabelManagedBy: FieldOwner, LabelComponent: seedComponent}
@@ -96,7 +118,7 @@ func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []strin
 					Containers: []corev1.Container{{
 						Name:    "seed",
 						Image:   c.Spec.Image,
-						Command: []string{"bash", "-c", seedScript(t, PodHost(c, donor), PodHost(c, target), owned)},
+						Command: []string{"bash", "-c", seedScript(t, PodHost(c, donor), PodHost(c, target), owned, aside)},
 						Env: []corev1.EnvVar{{Name: "MYSQL_PWD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 							LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(c)}, Key: SecretRootPassword,
 						}}}},

@@ -15,7 +15,7 @@ import (
 // logging, and the dump carries the donor's GTID position.
 func TestBuildSeedJob(t *testing.T) {
 	c := testCluster()
-	job := BuildSeedJob(c, 3, c.Name+"-1", []string{"root", "repl", "o'k"})
+	job := BuildSeedJob(c, 3, c.Name+"-1", []string{"root", "repl", "o'k"}, false)
 	if job.Name != SeedJobName(c, 3) || job.Namespace != c.Namespace || len(job.OwnerReferences) != 1 {
 		t.Fatalf("job %s/%s owners %+v", job.Namespace, job.Name, job.OwnerReferences)
 	}
@@ -43,7 +43,7 @@ func TestBuildSeedJob(t *testing.T) {
 	if job.Spec.Template.Spec.RestartPolicy != "Never" || job.Spec.ActiveDeadlineSeconds == nil || job.Spec.BackoffLimit == nil {
 		t.Fatalf("job spec %+v", job.Spec)
 	}
-	if mysql := BuildSeedJob(testCluster(func(c *v1.MysqlCluster) { c.Spec.Image, c.Spec.Flavor = "mysql:8.4", v1.FlavorMySQL }), 3, "x-1", nil); !strings.Contains(strings.Join(mysql.Spec.Template.Spec.Containers[0].Command, " "), "mysqldump") {
+	if mysql := BuildSeedJob(testCluster(func(c *v1.MysqlCluster) { c.Spec.Image, c.Spec.Flavor = "mysql:8.4", v1.FlavorMySQL }), 3, "x-1", nil, false); !strings.Contains(strings.Join(mysql.Spec.Template.Spec.Containers[0].Command, " "), "mysqldump") {
 		t.Fatalf("a MySQL cluster's seed script does not use mysqldump")
 	}
 }

@@ -751,6 +751,8 @@ func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op 
 		return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true})
 	case OperationScale:
 		return r.Scale(ctx, key, ScaleOptions{ResumeOnly: true})
+	case OperationRebuild:
+		return r.Rebuild(ctx, key, RebuildOptions{ResumeOnly: true})
 	}
 	return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 }

@@ -909,3 +909,34 @@ func (i *Instance) StripReadOnlyAdmin(ctx context.Context, user string, opts Ens
 	})
 	return res, err
 }
+
+// AsidePrefix starts the name of every schema a rebuild set an instance's old data aside in.
+const AsidePrefix = "mysqlctl_aside_"
+
+// DropAsideSchemas drops the schemas a rebuild set the instance's old data aside in (names
+// starting with AsidePrefix), without binary logging (they were never replicated, and their
+// drop must not be either), and returns their names.
+func (i *Instance) DropAsideSchemas(ctx context.Context) ([]string, error) {
+	d, err := i.Dialect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, _, elevate := d.Elevate()
+	var names []string
+	err = i.withSession(ctx, "drop aside schemas", d, sessionOptions{elevate: elevate, skipBinlog: true}, func(s *pinnedSession) error {
+		rows, err := s.query(stmt("SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name LIKE ?", strings.ReplaceAll(AsidePrefix, "_", `\_`)+"%"))
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			names = append(names, r["name"])
+		}
+		for _, n := range names {
+			if err := s.exec(stmt("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(n, "`", "``") + "`")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return names, err
+}

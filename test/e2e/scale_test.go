@@ -185,6 +185,8 @@ func TestScale(t *testing.T) {
 	w.stop(t)
 	step("scale handed to the watch")
 
+	rebuildQuarantined(t, ctx, root, c.Status.CurrentPrimary)
+
 	stopMon()
 	stopWriter()
 	if mon.most != 1 {
@@ -253,4 +255,63 @@ func purgeBinlogs(t *testing.T, ctx context.Context, d *sql.DB) {
 		}
 		return nil
 	})
+}
+
+// rebuildQuarantined makes a replica of sc errant by hand (a write of its own while it does not
+// replicate), lets reconcile quarantine it, then rebuilds it: the primary is refused; killed at
+// JoiningInstance, its old data is set aside (not dropped) and resume finishes; afterwards it
+// replicates, its quarantine is released, and neither its errant write nor its old data is left.
+func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string) {
+	t.Helper()
+	victim := "sc-1"
+	if primary == victim {
+		victim = "sc-2"
+	}
+	vdb := db(t, mustPodAddr(t, ctx, victim), root)
+	elevated(t, ctx, vdb, "STOP SLAVE", "CREATE DATABASE rogue", "INSERT INTO app.w VALUES (-5)")
+	if res := mysqlctl(t, "reconcile", "sc", "--timeout", "3m"); res.code != 4 {
+		t.Fatalf("reconcile of an errant replica: exit %d, want 4 (Degraded)\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); len(c.Status.ErrantInstances) != 1 || c.Status.ErrantInstances[0].Name != victim {
+		t.Fatalf("quarantined: %+v, want %s", c.Status.ErrantInstances, victim)
+	}
+	if res := mysqlctl(t, "rebuild", "sc", primary); res.code != 4 || !strings.Contains(res.stderr, "never rebuilt") {
+		t.Fatalf("rebuild of the primary: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	killAt(t, ctx, orchestrate.StageJoiningInstance, "rebuild", "sc", victim)
+	var aside int
+	if err := vdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name IN ('mysqlctl_aside_rogue', 'mysqlctl_aside_app')").Scan(&aside); err != nil || aside != 2 {
+		t.Fatalf("old data set aside while the copy joins: %d schemas (%v), want 2", aside, err)
+	}
+	if res := mysqlctl(t, "resume", "sc", "--timeout", "5m"); res.code != 0 {
+		t.Fatalf("resume of the rebuild: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	c := getCluster(t, ctx, "sc")
+	if len(c.Status.ErrantInstances) != 0 || c.Status.Scale != nil || c.Status.Phase != v1.PhaseRunning || c.Status.History[0].Type != orchestrate.OperationRebuild || c.Status.History[0].Result != "Succeeded" {
+		t.Fatalf("after the rebuild: phase %s, errant %+v, scale %+v, history %+v", c.Status.Phase, c.Status.ErrantInstances, c.Status.Scale, c.Status.History[0])
+	}
+	if rec := provenance(c, victim); rec == nil || rec.Method != "copy" || rec.Donor == "" {
+		t.Fatalf("%s: provenance %+v, want a copy record", victim, rec)
+	}
+	if got := podLabel(t, ctx, victim, orchestrate.LabelRole); got != string(v1.RoleReplica) {
+		t.Fatalf("%s has role %q after the rebuild", victim, got)
+	}
+	replicatesFrom(t, ctx, victim, primary, vdb)
+	var left int
+	if err := vdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'rogue' OR schema_name LIKE 'mysqlctl\\_aside\\_%'").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d errant or aside schemas left on %s (%v)", left, victim, err)
+	}
+	if err := vdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = -5").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("the errant row is still on %s (%d, %v)", victim, left, err)
+	}
+	reasons, texts := eventReasons(t, ctx, "sc")
+	requireEvents(t, reasons, texts, "RebuildStarted", "RebuildFinished")
+	t.Logf("%s rebuilt from %s", victim, rec(c, victim))
+}
+
+func rec(c *v1.MysqlCluster, pod string) string {
+	if r := provenance(c, pod); r != nil {
+		return r.Donor
+	}
+	return "?"
 }
