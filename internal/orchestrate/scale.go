@@ -108,7 +108,7 @@ func prepareScale(r *Runner, ctx context.Context, x *stageEnv) error {
 // go, its role first moves to the lowest ordinal that stays, by a switchover of its own (refused
 // with NoSwitchover).
 func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOptions) error {
-	started := false
+	started, retargeted := false, false
 	lastReported := ""
 	for {
 		c := &v1.MysqlCluster{}
@@ -152,6 +152,16 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 			continue
 		case op.Type != OperationScale:
 			return r.otherOperation(c, op)
+		case !retargeted && op.Holder == r.Holder && op.Epoch == r.Epoch:
+			// Once this actor holds the recorded scale: a new count given to an interrupted
+			// scale is re-planned from Planning, which backs out an add in flight above it.
+			retargeted = true
+			if !opts.ResumeOnly && opts.Replicas != 0 && c.Status.Scale != nil && c.Status.Scale.To != opts.Replicas {
+				if err := r.retargetScale(ctx, c, op, opts); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		started = true
 		if _, _, err := r.step(ctx, key, c, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
@@ -301,6 +311,26 @@ func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, 
 	})
 	_ = syncPDB(ctx, r.Kube, c) // no eviction while a scale is recorded
 	return err
+}
+
+// retargetScale records a new count for the scale this actor holds, refused like a new scale.
+func (r *Runner) retargetScale(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, opts ScaleOptions) error {
+	p, err := r.planScale(ctx, c, opts.Replicas, opts.NoSwitchover)
+	if err != nil {
+		return err
+	}
+	if p.Refusal != "" {
+		return fmt.Errorf("%w: scale of %s to %d refused (the scale to %d stays recorded at stage %s): %s", outcome.ErrUnsafe, c.Name, opts.Replicas, c.Status.Scale.To, op.Stage, p.Refusal)
+	}
+	for _, s := range p.Steps {
+		if s.SwitchoverTo != nil {
+			return fmt.Errorf("%w: a scale to %d would remove the primary %s, and a scale to %d is in progress: run 'resume %s' first, then scale again", outcome.ErrUnsafe, opts.Replicas, c.Status.CurrentPrimary, c.Status.Scale.To, c.Name)
+		}
+	}
+	n, deleteData := opts.Replicas, opts.DeleteData
+	return r.persist(ctx, c, op, StageScalePlanning, func(s *v1.MysqlClusterStatus) {
+		s.Scale.To, s.Scale.DeleteData = n, s.Scale.DeleteData || deleteData
+	})
 }
 
 // beginScale records the scale's operation (again, for a stopped one) at Planning.

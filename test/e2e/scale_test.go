@@ -134,11 +134,32 @@ func TestScale(t *testing.T) {
 
 	// Purge the primary's binary logs: a new instance cannot replay them, so it is copied.
 	purgeBinlogs(t, ctx, db(t, mustPodAddr(t, ctx, primary), root))
-	res = mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "5m")
-	if res.code != 0 {
-		t.Fatalf("scale up after the purge: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	// A copy that fails part way (the dump stops at a view whose table is gone) fails its Job:
+	// the scale stops, and the half-loaded instance is in no Service and never joined.
+	pdb := db(t, mustPodAddr(t, ctx, primary), root)
+	for _, q := range []string{"CREATE TABLE app.gone (i INT)", "CREATE VIEW app.broken AS SELECT i FROM app.gone", "DROP TABLE app.gone"} {
+		if _, err := pdb.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
-	step("scaled up to 3 by copy")
+	res = mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "5m")
+	if res.code != 4 || !strings.Contains(res.stderr, "copy from") || !strings.Contains(res.stderr, "failed") {
+		t.Fatalf("scale with a failing copy: exit %d, want 4 naming the failed copy\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); c.Status.Scale == nil || c.Status.Scale.Seeded || c.Status.Operation != nil || c.Status.Phase != v1.PhaseRunning {
+		t.Fatalf("after the failed copy: phase %s, scale %+v, operation %+v", c.Status.Phase, c.Status.Scale, c.Status.Operation)
+	}
+	if got := podLabel(t, ctx, "sc-2", orchestrate.LabelRole); got == string(v1.RoleReplica) || got == string(v1.RolePrimary) {
+		t.Fatalf("the half-copied sc-2 has role %q", got)
+	}
+	if _, err := pdb.ExecContext(ctx, "DROP VIEW app.broken"); err != nil {
+		t.Fatal(err)
+	}
+	res = mysqlctl(t, "resume", "sc", "--timeout", "5m")
+	if res.code != 0 {
+		t.Fatalf("resume after the copy's cause was fixed: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	step("failed copy stopped the scale; resume scaled up to 3 by copy")
 	c = getCluster(t, ctx, "sc")
 	scaled(t, c, 3)
 	if rec := provenance(c, "sc-2"); rec == nil || rec.Method != "copy" || rec.Donor == "" {
@@ -186,6 +207,21 @@ func TestScale(t *testing.T) {
 	step("scale handed to the watch")
 
 	rebuildQuarantined(t, ctx, root, c.Status.CurrentPrimary)
+
+	// A new count below an add in flight backs the instance out: it is removed, never joined.
+	killAt(t, ctx, orchestrate.StageSeeding, "scale", "sc", "--replicas", "4")
+	if res := mysqlctl(t, "scale", "sc", "--replicas", "3", "--timeout", "3m"); res.code != 0 {
+		t.Fatalf("scale back to 3 with sc-3 in flight: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	c = getCluster(t, ctx, "sc")
+	scaled(t, c, 3)
+	if !strings.Contains(c.Status.History[0].Message, "-sc-3") {
+		t.Fatalf("the backed-out instance is not in the scale's record: %+v", c.Status.History[0])
+	}
+	if _, err := r.Client.CoreV1().Pods("default").Get(ctx, "sc-3", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the backed-out sc-3 still exists (%v)", err)
+	}
+	step("an add in flight backed out")
 
 	stopMon()
 	stopWriter()
