@@ -291,12 +291,24 @@ func (r *Runner) rbReleasing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return "", nil, err
 	}
-	msg := fmt.Sprintf("%s rebuilt from a copy of %s: it replicates from %s and has caught up; its old data was dropped (%d schema(s) still set aside)", name, sc.Donor, x.primaryName, len(dropped))
+	msg := fmt.Sprintf("%s rebuilt from a copy of %s: it replicates from %s and has caught up; its old data was dropped (%d schema(s) set aside)", name, sc.Donor, x.primaryName, len(dropped))
 	r.event(ctx, c, false, "RebuildFinished", msg)
 	now := x.now
+	spec := c.Spec.Replicas
 	return stageDone, func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Succeeded", msg, 0)
 		s.Scale = nil
+		// The instance counts again among those proven in their role.
+		ready := 0
+		for _, in := range s.Instances {
+			if in.Role == v1.RolePrimary || in.Role == v1.RoleReplica {
+				ready++
+			}
+		}
+		s.ReadyInstances, s.Ready = int32(ready), fmt.Sprintf("%d/%d", ready, spec)
+		if int32(ready) == spec {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "ReplicationProven", Message: msg})
+		}
 		if len(s.ErrantInstances) > 0 {
 			s.Phase = v1.PhaseDegraded
 		} else if d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded); d != nil && d.Reason == "Quarantined" {

@@ -332,6 +332,12 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	if got := podLabel(t, ctx, victim, orchestrate.LabelRole); got != string(v1.RoleReplica) {
 		t.Fatalf("%s has role %q after the rebuild", victim, got)
 	}
+	for _, in := range c.Status.Instances {
+		if in.Name == victim && (in.Role != v1.RoleReplica || in.Classification != "Replicating") {
+			t.Fatalf("%s recorded as %s/%s after the rebuild", victim, in.Role, in.Classification)
+		}
+	}
+	pdbAllows(t, ctx, "sc", 1) // converged again: drains may proceed
 	replicatesFrom(t, ctx, victim, primary, vdb)
 	var left int
 	if err := vdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'rogue' OR schema_name LIKE 'mysqlctl\\_aside\\_%'").Scan(&left); err != nil || left != 0 {
