@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -183,9 +182,8 @@ func (o *ApplyOptions) checkImageChange(ctx context.Context, c client.Client) (b
 
 // removesPrimary reports whether n instances leave out the recorded primary's ordinal.
 func removesPrimary(c *v1.MysqlCluster, n int32) bool {
-	i := strings.LastIndex(c.Status.CurrentPrimary, "-")
-	ord, err := strconv.Atoi(c.Status.CurrentPrimary[i+1:])
-	return err == nil && int32(ord) >= n
+	ord, ok := orchestrate.OrdinalOf(c, c.Status.CurrentPrimary)
+	return ok && ord >= n
 }
 
 // rollOutIfPending starts the upgrade of a running cluster whose pods do not all run the pod

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -259,15 +258,13 @@ func (r *Runner) rbDetaching(ctx context.Context, x *stageEnv) (string, func(*v1
 // rbRelease ends the rebuild's verification (VerifyingInstance proved the instance replicates
 // and has caught up): the quarantine is released in status first, so that the instance is never
 // in a Service while recorded as quarantined; RebuildReleasing then labels it a replica.
-func (r *Runner) rbRelease(ctx context.Context, x *stageEnv, name string, js topology.Snapshot) (string, func(*v1.MysqlClusterStatus), error) {
+func (r *Runner) rbRelease(x *stageEnv, name string, js topology.Snapshot) (string, func(*v1.MysqlClusterStatus), error) {
 	released := x.c.DeepCopy()
 	released.Status.ErrantInstances = deleteErrant(released.Status.ErrantInstances, name)
 	st := r.instanceStatuses(released, []instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
 	return StageRebuildReleasing, func(s *v1.MysqlClusterStatus) {
 		s.ErrantInstances = deleteErrant(s.ErrantInstances, name)
-		s.Instances = slices.DeleteFunc(s.Instances, func(i v1.InstanceStatus) bool { return i.Name == name })
-		s.Instances = append(s.Instances, st...)
-		slices.SortFunc(s.Instances, func(a, b v1.InstanceStatus) int { return int(a.Ordinal - b.Ordinal) })
+		s.Instances = mergeInstances(s.Instances, st, "")
 	}, nil
 }
 

@@ -38,9 +38,6 @@ const (
 	StageRemovingInstance  = "RemovingInstance"
 )
 
-// ScaleStages lists the stages in the order an instance passes them.
-var ScaleStages = []string{StageScalePlanning, StageAddingInstance, StageSeeding, StageJoiningInstance, StageVerifyingInstance, StageDetachingInstance, StageRemovingInstance}
-
 // scaleBound is how long an added pod may take to become Ready, a copy to finish, or a new
 // replica to catch up, before the scale stops with the reason.
 const scaleBound = 10 * time.Minute
@@ -78,29 +75,27 @@ var scaleKind = &operationKind{
 
 // prepareScale gathers what a scale or rebuild stage reads.
 func prepareScale(r *Runner, ctx context.Context, x *stageEnv) error {
-	{
-		// Every ready pod the StatefulSet holds now, the one in flight included; a replica that
-		// is down never blocks a scale (the primary must answer, which each stage checks).
-		pods, err := r.pods(ctx, x.c)
-		if err != nil {
-			return err
-		}
-		x.byName = map[string]instance{}
-		for ord, p := range pods {
-			if podReady(p) && ord < x.c.Status.Scale.Replicas {
-				m := instance{ordinal: ord, pod: p}
-				x.members = append(x.members, m)
-				x.byName[p.Name] = m
-			}
-		}
-		if x.creds, err = r.credentials(ctx, x.c); err != nil {
-			return err
-		}
-		x.ss = r.openSessions(ctx, x.members, x.creds)
-		x.primaryName = x.c.Status.CurrentPrimary
-		x.primary = x.byName[x.primaryName]
-		return nil
+	// Every ready pod the StatefulSet holds now, the one in flight included; a replica that is
+	// down never blocks a scale (the primary must answer, which each stage checks).
+	pods, err := r.pods(ctx, x.c)
+	if err != nil {
+		return err
 	}
+	x.byName = map[string]instance{}
+	for ord, p := range pods {
+		if podReady(p) && ord < x.c.Status.Scale.Replicas {
+			m := instance{ordinal: ord, pod: p}
+			x.members = append(x.members, m)
+			x.byName[p.Name] = m
+		}
+	}
+	if x.creds, err = r.credentials(ctx, x.c); err != nil {
+		return err
+	}
+	x.ss = r.openSessions(ctx, x.members, x.creds)
+	x.primaryName = x.c.Status.CurrentPrimary
+	x.primary = x.byName[x.primaryName]
+	return nil
 }
 
 // Scale adds or removes instances until the cluster has opts.Replicas, one at a time behind
@@ -130,7 +125,7 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 			if to == 0 {
 				to = c.Spec.Replicas
 			}
-			if sc := c.Status.Scale; sc == nil || sc.To != to || sc.DeleteData != (sc.DeleteData || opts.DeleteData) {
+			if sc := c.Status.Scale; sc == nil || sc.To != to || opts.DeleteData && !sc.DeleteData {
 				// Recorded before anything moves, also before a handoff switchover: from here
 				// the StatefulSet's pods, not spec.replicas, are the cluster's members.
 				if err := r.recordScale(ctx, c, to, opts); err != nil {
@@ -191,6 +186,9 @@ func (r *Runner) scaleHandoff(ctx context.Context, c *v1.MysqlCluster, to int32,
 	}
 	return false, nil
 }
+
+// OrdinalOf is the StatefulSet ordinal of one of the cluster's pods (false for another name).
+func OrdinalOf(c *v1.MysqlCluster, pod string) (int32, bool) { return ordinalOf(c, pod) }
 
 // memberCount is how many ordinals are members of the cluster now: the StatefulSet's pods while a
 // scale is recorded (an instance it removes stays a member until it is detached), less an instance

@@ -80,15 +80,11 @@ func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.
 // setSpecReplicas records the scale's count in spec.replicas, so that the spec says what the
 // cluster is moving to (an apply -f of a new count wrote it already).
 func (r *Runner) setSpecReplicas(ctx context.Context, c *v1.MysqlCluster, n int32) error {
-	deadline, err := r.guard(fmt.Sprintf("set spec.replicas of %s to %d", c.Name, n))
+	ctx, cancel, err := r.guardCtx(ctx, fmt.Sprintf("set spec.replicas of %s to %d", c.Name, n))
 	if err != nil {
 		return err
 	}
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
+	defer cancel()
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
 	obj := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}}
 	if err := r.Kube.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -327,14 +323,14 @@ func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (stri
 		return r.scWait(ctx, x, err)
 	}
 	method, reason := failover.ChooseSeed(ps, js)
-	donor, job := "", ""
+	donor := ""
 	if method == failover.SeedCopy {
 		donor = r.pickDonor(x, ps, name)
 		reason += "; donor " + donor
 	}
 	r.event(ctx, x.c, false, "ScaleSeeding", fmt.Sprintf("scale %s: %s is seeded by %s: %s", x.op.ID, name, method, reason))
 	return StageSeeding, func(s *v1.MysqlClusterStatus) {
-		s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob = method, reason, donor, job
+		s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob = method, reason, donor, ""
 		s.Operation.Message = reason
 	}, nil
 }
@@ -537,16 +533,14 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		return "", nil, notYet("%s", why)
 	}
 	if sc.Action == scaleRebuild {
-		return r.rbRelease(ctx, x, name, js)
+		return r.rbRelease(x, name, js)
 	}
 	if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 		return "", nil, err
 	}
 	st := r.instanceStatuses(c, []instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
 	joined := func(s *v1.MysqlClusterStatus) {
-		s.Instances = slices.DeleteFunc(s.Instances, func(i v1.InstanceStatus) bool { return i.Name == name })
-		s.Instances = append(s.Instances, st...)
-		slices.SortFunc(s.Instances, func(a, b v1.InstanceStatus) int { return int(a.Ordinal - b.Ordinal) })
+		s.Instances = mergeInstances(s.Instances, st, "")
 		s.Scale.Done = append(s.Scale.Done, "+"+name)
 	}
 	r.event(ctx, c, false, "ScaleInstanceAdded", fmt.Sprintf("scale %s: %s replicates from %s, caught up (seeded by %s)", x.op.ID, name, x.primaryName, sc.SeedMethod))

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,6 +153,13 @@ func TestScale(t *testing.T) {
 	if got := podLabel(t, ctx, "sc-2", orchestrate.LabelRole); got == string(v1.RoleReplica) || got == string(v1.RolePrimary) {
 		t.Fatalf("the half-copied sc-2 has role %q", got)
 	}
+	// The failed Job is kept for its logs: neither it nor the scale's output holds a password.
+	job, err := r.Client.BatchV1().Jobs("default").Get(ctx, "sc-seed-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the failed copy's Job was not kept: %v", err)
+	}
+	jobJSON, _ := json.Marshal(job)
+	noPasswords(t, secret(t, ctx, "sc"), string(jobJSON), res.stdout, res.stderr)
 	if _, err := pdb.ExecContext(ctx, "DROP VIEW app.broken"); err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +241,8 @@ func TestScale(t *testing.T) {
 	}
 	reasons, texts := eventReasons(t, ctx, "sc")
 	requireEvents(t, reasons, texts, "ScaleAddingInstance", "ScaleSeeding", "ScaleInstanceAdded", "ScaleRemovingInstance", "ScaleInstanceRemoved", "ScaleFinished")
+	statusJSON, _ := json.Marshal(getCluster(t, ctx, "sc").Status)
+	noPasswords(t, secret(t, ctx, "sc"), append(texts, string(statusJSON))...)
 	t.Logf("%d acknowledged writes, longest gap %s, %d samples of writability", len(wr.acked), wr.maxGap(), mon.samples)
 }
 
@@ -348,12 +358,5 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	}
 	reasons, texts := eventReasons(t, ctx, "sc")
 	requireEvents(t, reasons, texts, "RebuildStarted", "RebuildFinished")
-	t.Logf("%s rebuilt from %s", victim, rec(c, victim))
-}
-
-func rec(c *v1.MysqlCluster, pod string) string {
-	if r := provenance(c, pod); r != nil {
-		return r.Donor
-	}
-	return "?"
+	t.Logf("%s rebuilt from %s", victim, provenance(c, victim).Donor)
 }
