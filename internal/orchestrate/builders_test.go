@@ -40,6 +40,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 				"[mysqld]\n", "log_bin = mysql-bin\n", "log_slave_updates = ON\n", "gtid_strict_mode = ON\n",
 				"read_only = ON\n", "sync_binlog = 1\n", "innodb_flush_log_at_trx_commit = 1\n", "skip_slave_start = ON\n",
 				"rpl_semi_sync_master_wait_point = AFTER_SYNC\n", "rpl_semi_sync_master_timeout = 86400000\n",
+				"loose_init_rpl_role = SLAVE\n",
 			},
 			forbidden: []string{"gtid_mode", "super_read_only", "rpl_semi_sync_source"},
 		},
@@ -50,7 +51,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 				"gtid_mode = ON\n", "enforce_gtid_consistency = ON\n", "super_read_only = ON\n", "read_only = ON\n",
 				"loose_log_replica_updates = ON\n", "loose_skip_replica_start = ON\n", "loose_rpl_semi_sync_source_wait_point = AFTER_SYNC\n",
 			},
-			forbidden: []string{"gtid_strict_mode", "gtid_domain_id", "\nrpl_semi_sync_master_enabled"},
+			forbidden: []string{"gtid_strict_mode", "gtid_domain_id", "\nrpl_semi_sync_master_enabled", "init_rpl_role"},
 		},
 		{
 			name: "user config appended in key order, semi-sync timeout honoured",

@@ -84,7 +84,10 @@ type Lease struct {
 
 	mu        sync.Mutex
 	lastRenew time.Time // local time (with its monotonic reading) a successful renewal was sent
-	lostErr   error
+	// written is the record as this actor last wrote it: a renewal conditional on its
+	// resourceVersion proves, without a read, that nobody wrote the record since.
+	written *coordinationv1.Lease
+	lostErr error
 }
 
 // observed is a record as this process saw it, and when (local clock).
@@ -211,6 +214,7 @@ func (l *Lease) create(ctx context.Context, minEpoch int32) error {
 		return fmt.Errorf("create Lease %s: %w", l.key, err)
 	}
 	l.Epoch = epoch
+	l.remember(lease)
 	return nil
 }
 
@@ -239,6 +243,7 @@ func (l *Lease) takeOver(ctx context.Context, lease *coordinationv1.Lease, minEp
 		return fmt.Errorf("take Lease %s: %w", l.key, err)
 	}
 	l.Epoch = epoch
+	l.remember(lease)
 	return nil
 }
 
@@ -251,16 +256,34 @@ func (l *Lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
 	defer cancel()
 	sent := time.Now()
-	lease := &coordinationv1.Lease{}
-	if err := l.kube.Get(ctx, l.key, lease); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: the Lease was deleted", errTakenOver)
+	// A write conditional on the record this actor last wrote succeeds only if nobody wrote
+	// it since, so it still names this actor: no read is needed.
+	l.mu.Lock()
+	written := l.written
+	l.mu.Unlock()
+	var err error = apierrors.NewConflict(coordinationv1.Resource("leases"), l.key.Name, errors.New("no record written by this actor"))
+	if written != nil && holderOf(written) == l.Holder {
+		err = l.writeRenewal(ctx, written.DeepCopy(), sent)
+	}
+	if apierrors.IsConflict(err) {
+		// Written since (or never written by this actor): read who holds it.
+		lease := &coordinationv1.Lease{}
+		if err = l.kube.Get(ctx, l.key, lease); err == nil {
+			if h := holderOf(lease); h != l.Holder {
+				return fmt.Errorf("%w by %q", errTakenOver, h)
+			}
+			err = l.writeRenewal(ctx, lease, sent)
 		}
-		return err
 	}
-	if h := holderOf(lease); h != l.Holder {
-		return fmt.Errorf("%w by %q", errTakenOver, h)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the Lease was deleted", errTakenOver)
 	}
+	return err
+}
+
+// writeRenewal writes a new renewTime into the record read or last written (conditional on its
+// resourceVersion) and records when the successful renewal was sent.
+func (l *Lease) writeRenewal(ctx context.Context, lease *coordinationv1.Lease, sent time.Time) error {
 	t := metav1.NewMicroTime(l.now())
 	lease.Spec.RenewTime = &t
 	if err := l.kube.Update(ctx, lease); err != nil {
@@ -269,7 +292,15 @@ func (l *Lease) renew(ctx context.Context) error {
 	l.mu.Lock()
 	l.lastRenew = sent
 	l.mu.Unlock()
+	l.remember(lease)
 	return nil
+}
+
+// remember keeps a copy of the record as this actor wrote it.
+func (l *Lease) remember(lease *coordinationv1.Lease) {
+	l.mu.Lock()
+	l.written = lease.DeepCopy()
+	l.mu.Unlock()
 }
 
 func (l *Lease) renewLoop(ctx context.Context) {

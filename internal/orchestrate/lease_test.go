@@ -170,3 +170,66 @@ func TestLeaseEpochGrowsAfterLeaseRecreated(t *testing.T) {
 		t.Errorf("epoch %d, want more than the recorded 7", l.Epoch)
 	}
 }
+
+// TestLeaseRenewalWithoutReadSeesTakeover: renewals are writes conditional on the record the
+// holder last wrote, with no read before them. A record another actor wrote meanwhile (here it
+// names actor-b, as a takeover would) must make the next renewal fail and the lease be lost,
+// never be overwritten back to actor-a; and while nobody else writes, a renewal reads nothing.
+func TestLeaseRenewalWithoutReadSeesTakeover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var leaseGets atomic.Int64
+	c := wrappedClient(t, func(r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/leases/") {
+			leaseGets.Add(1)
+		}
+	})
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "cas", Namespace: "default"}}
+	lctx, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release(ctx)
+	key := client.ObjectKey{Namespace: "default", Name: LeaseName(cluster)}
+	renewed := func() time.Time {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(ctx, key, l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Spec.RenewTime.Time
+	}
+	before := renewed()
+	gets := leaseGets.Load()
+	time.Sleep(2*RenewInterval + RenewInterval/2)
+	if after := renewed(); !after.After(before) {
+		t.Fatalf("no renewal in %s: renewTime stayed %s", 2*RenewInterval+RenewInterval/2, before)
+	}
+	if n := leaseGets.Load() - gets - 1; n != 0 { // the one read is renewed()'s own
+		t.Errorf("renewals read the Lease %d times while nobody else wrote it, want none", n)
+	}
+
+	// Another actor writes the record (the takeover of a holder it believed dead).
+	l := &coordinationv1.Lease{}
+	if err := c.Get(ctx, key, l); err != nil {
+		t.Fatal(err)
+	}
+	other := "actor-b"
+	l.Spec.HolderIdentity = &other
+	if err := c.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	case <-time.After(3 * RenewInterval):
+		t.Fatal("the holder kept its lease after another actor wrote the record")
+	}
+	if err := a.Check(); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "actor-b") {
+		t.Errorf("check after the takeover: %v", err)
+	}
+	if lctx.Err() == nil {
+		t.Error("the lease's context was not cancelled")
+	}
+	if err := c.Get(ctx, key, l); err != nil || holderOf(l) != "actor-b" {
+		t.Errorf("the record names %q after the old holder's renewals (%v), want actor-b", holderOf(l), err)
+	}
+}

@@ -160,8 +160,12 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 		b.Fatal(err)
 	}
 	deadline = time.Now().Add(time.Minute)
+	var opStart time.Time // when the failover operation began, as it recorded
 	for {
 		c := getCluster(t, ctx, victim)
+		if op := c.Status.Operation; op != nil && op.Type == orchestrate.OperationFailover && op.StartedAtMicro != nil && opStart.IsZero() {
+			opStart = op.StartedAtMicro.Time
+		}
 		if _, acked := wr.firstAckAfter(faulted); acked && c.Status.CurrentPrimary != primary && c.Status.Operation == nil {
 			break
 		}
@@ -173,6 +177,19 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	time.Sleep(500 * time.Millisecond)
 	stop()
 	outage := wr.maxGap()
+	// Where the outage went: detection (the fault to the operation's start), the failover
+	// operation (its recorded duration), and the rest (routing the writer to the new primary).
+	var took time.Duration
+	for _, h := range getCluster(t, ctx, victim).Status.History {
+		if h.Type == orchestrate.OperationFailover && !h.FinishedAt.Time.Before(faulted.Truncate(time.Second)) {
+			took = time.Duration(h.DurationMilliseconds) * time.Millisecond
+			break
+		}
+	}
+	detect, routed := time.Duration(0), time.Duration(0)
+	if !opStart.IsZero() {
+		detect, routed = opStart.Sub(faulted), wr.maxGapEnd().Sub(opStart.Add(took))
+	}
 	// The old primary re-joins before the next size runs.
 	deadline = time.Now().Add(2 * time.Minute)
 	for getCluster(t, ctx, victim).Status.HA == nil || !allReplicating(ctx, t, string(secret(t, ctx, victim).Data[orchestrate.SecretRootPassword]), victim, getCluster(t, ctx, victim).Status.CurrentPrimary) {
@@ -185,7 +202,11 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
 	b.ReportMetric(p99*1000, "check-p99-ms")
 	b.ReportMetric(float64(outage.Milliseconds()), "outage-ms")
-	b.Logf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s", len(names), cores, float64(rss)/(1<<20), p99*1000, victim, outage)
+	b.ReportMetric(float64(detect.Milliseconds()), "detect-ms")
+	b.ReportMetric(float64(took.Milliseconds()), "failover-ms")
+	b.ReportMetric(float64(routed.Milliseconds()), "routed-ms")
+	b.Logf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s (fault to failover start %s, failover %s, its end to the outage's end %s)",
+		len(names), cores, float64(rss)/(1<<20), p99*1000, victim, outage, detect, took, routed)
 }
 
 // procCPU is the user+system CPU time the process used so far.
@@ -216,4 +237,18 @@ func procRSS(b *testing.B, pid int) int64 {
 	}
 	b.Fatal("no VmRSS")
 	return 0
+}
+
+// maxGapEnd is when the longest gap between acknowledged writes ended.
+func (w *writer) maxGapEnd() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var end time.Time
+	var m time.Duration
+	for i := 1; i < len(w.ackTimes); i++ {
+		if g := w.ackTimes[i].Sub(w.ackTimes[i-1]); g > m {
+			m, end = g, w.ackTimes[i]
+		}
+	}
+	return end
 }

@@ -717,3 +717,95 @@ func reconciled(res result) bool {
 	return res.code == 0 && strings.Contains(res.stdout, "is Running") ||
 		res.code == 4 && strings.Contains(res.stdout, "is Degraded")
 }
+
+// TestKilledPrimaryCutsUnacknowledgedTail: the primary writes a transaction to its binlog that
+// no replica receives (their receivers are stopped, so semi-sync never acknowledges it and the
+// client never gets its commit), and is killed. It restarts with a replica's crash recovery: the
+// transaction is rolled back and cut from its binlog, not committed into a history nobody else
+// has. After the failover the old primary therefore rejoins as a replica instead of being
+// quarantined until rebuilt, and the unacknowledged row is nowhere.
+func TestKilledPrimaryCutsUnacknowledgedTail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "kt", 3)
+	defer deleteCluster(t, "kt")
+	d0 := db(t, mustPodAddr(t, ctx, "kt-0"), root)
+	if _, err := d0.ExecContext(ctx, "INSERT INTO app.w VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []string{"kt-1", "kt-2"} {
+		d := db(t, mustPodAddr(t, ctx, pod), root)
+		holdsAcked(t, ctx, pod, d, []int{1})
+		if _, err := d.ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	binlogPos := func(d *sql.DB) string {
+		var pos string
+		if err := d.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		return pos
+	}
+	before := binlogPos(d0)
+	uctx, ucancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	_, err := d0.ExecContext(uctx, "INSERT INTO app.w VALUES (2)")
+	ucancel()
+	if err == nil {
+		t.Fatal("a commit was acknowledged with no replica receiving")
+	}
+	written := binlogPos(d0)
+	if written == before {
+		t.Fatalf("the unacknowledged transaction is not in the primary's binlog (%s): the attack did not happen", written)
+	}
+	r.Kill(t, "default", "kt-0")
+	// The server restarts in the same pod (same address), on the same data.
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer rcancel()
+	eventually(t, rctx, "kt-0 restarted without the unacknowledged transaction", func() error {
+		var pos string
+		var rows int
+		if err := d0.QueryRowContext(rctx, "SELECT @@gtid_binlog_pos, (SELECT COUNT(*) FROM app.w WHERE id = 2)").Scan(&pos, &rows); err != nil {
+			return err
+		}
+		if pos != before || rows != 0 {
+			return fmt.Errorf("binlog at %s (before the unacknowledged commit %s, with it %s), %d unacknowledged row(s)", pos, before, written, rows)
+		}
+		return nil
+	})
+	for _, pod := range []string{"kt-1", "kt-2"} {
+		if _, err := db(t, mustPodAddr(t, ctx, pod), root).ExecContext(ctx, "START SLAVE IO_THREAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// It restarted read-only, so it is down for writes: fail over, then converge.
+	res := mysqlctl(t, "failover", "kt", "--timeout", "2m")
+	if res.code != 0 {
+		t.Fatalf("failover: %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if res := mysqlctl(t, "reconcile", "kt", "--timeout", "2m"); res.code != 0 || !strings.Contains(res.stdout, "is Running") {
+		t.Fatalf("reconcile: %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	c := getCluster(t, ctx, "kt")
+	np := c.Status.CurrentPrimary
+	if np == "kt-0" || len(c.Status.ErrantInstances) != 0 || c.Status.Phase != v1.PhaseRunning {
+		t.Fatalf("primary %s, phase %s, errant %+v", np, c.Status.Phase, c.Status.ErrantInstances)
+	}
+	d0 = db(t, mustPodAddr(t, ctx, "kt-0"), root)
+	replicatesFrom(t, ctx, "kt-0", np, d0)
+	holdsAcked(t, ctx, "kt-0", d0, []int{1})
+	writable := 0
+	for _, pod := range []string{"kt-0", "kt-1", "kt-2"} {
+		d := db(t, mustPodAddr(t, ctx, pod), root)
+		if !readOnly(t, ctx, d) {
+			writable++
+		}
+		var n int
+		if err := d.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = 2").Scan(&n); err != nil || n != 0 {
+			t.Errorf("the unacknowledged row is on %s (%d, %v)", pod, n, err)
+		}
+	}
+	if writable != 1 {
+		t.Errorf("%d writable instances", writable)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -75,8 +77,16 @@ type Agent struct {
 	pvcLister     corelisters.PersistentVolumeClaimLister
 	pvLister      corelisters.PersistentVolumeLister
 	serviceLister corelisters.ServiceLister
-	dirty         chan struct{} // endpoints and hosts files need a refresh
-	hostsMu       sync.Mutex    // one writer of the pods' hosts files at a time (hosts.go)
+	// ConfigMaps, Secrets and the rig's EndpointSlices are read from watch-fed caches, as the
+	// kubelet's and the EndpointSlice controller's are: a request per volume refresh or per
+	// Service and sync would load the API server in proportion to the pods the node runs.
+	configMapLister corelisters.ConfigMapLister
+	secretLister    corelisters.SecretLister
+	sliceLister     discoverylisters.EndpointSliceLister
+	sliceMu         sync.Mutex
+	slices          map[string]*discoveryv1.EndpointSlice // what the rig last wrote or read fresh, by namespace/name
+	dirty           chan struct{}                         // endpoints and hosts files need a refresh
+	hostsMu         sync.Mutex                            // one writer of the pods' hosts files at a time (hosts.go)
 }
 
 // New prepares an agent: it claims a loopback subnet, writes the emulated image and makes sure the
@@ -193,6 +203,13 @@ func (a *Agent) Start(ctx context.Context, restConfig *rest.Config) error {
 	pvInf := all.Core().V1().PersistentVolumes()
 	svcInf := all.Core().V1().Services()
 	a.pvcLister, a.pvLister, a.serviceLister = pvcInf.Lister(), pvInf.Lister(), svcInf.Lister()
+	a.configMapLister = all.Core().V1().ConfigMaps().Lister()
+	a.secretLister = all.Core().V1().Secrets().Lister()
+	rigSlices := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = discoveryv1.LabelManagedBy + "=" + ManagedBy
+		}))
+	a.sliceLister = rigSlices.Discovery().V1().EndpointSlices().Lister()
 
 	if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.onPod(obj) },
@@ -221,16 +238,14 @@ func (a *Agent) Start(ctx context.Context, restConfig *rest.Config) error {
 	}); err != nil {
 		return err
 	}
-	nodePods.Start(a.ctx.Done())
-	all.Start(a.ctx.Done())
-	for typ, ok := range nodePods.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("agent: cache of %v did not sync", typ)
-		}
+	for _, f := range []informers.SharedInformerFactory{nodePods, all, rigSlices} {
+		f.Start(a.ctx.Done())
 	}
-	for typ, ok := range all.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("agent: cache of %v did not sync", typ)
+	for _, f := range []informers.SharedInformerFactory{nodePods, all, rigSlices} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("agent: cache of %v did not sync", typ)
+			}
 		}
 	}
 	a.wg.Add(2)

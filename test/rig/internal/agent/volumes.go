@@ -82,7 +82,7 @@ func (w *podWorker) volumeFiles(ctx context.Context, v corev1.Volume) (volumeFil
 		return 0o644
 	}
 	addConfigMap := func(name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
-		cm, err := w.a.cs.CoreV1().ConfigMaps(w.namespace).Get(ctx, name, metav1.GetOptions{})
+		cm, err := w.a.configMap(ctx, w.namespace, name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && optional != nil && *optional {
 				return nil
@@ -99,7 +99,7 @@ func (w *podWorker) volumeFiles(ctx context.Context, v corev1.Volume) (volumeFil
 		return addKeys(files, "configmap "+name, data, items, optional, def, mode)
 	}
 	addSecret := func(name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
-		s, err := w.a.cs.CoreV1().Secrets(w.namespace).Get(ctx, name, metav1.GetOptions{})
+		s, err := w.a.secret(ctx, w.namespace, name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && optional != nil && *optional {
 				return nil
@@ -330,4 +330,21 @@ func (w *podWorker) ensureMountpoint(m mount, all []mount) error {
 		w.a.logf("created mount point %s on the host for %s", target, w.key)
 	}
 	return nil
+}
+
+// configMap reads a ConfigMap from the agent's cache, or from the API server when the cache does
+// not hold it yet (created a moment ago). The object is shared: never modify it.
+func (a *Agent) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, err := a.configMapLister.ConfigMaps(ns).Get(name); err == nil {
+		return cm, nil
+	}
+	return a.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// secret reads a Secret as configMap reads a ConfigMap.
+func (a *Agent) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	if s, err := a.secretLister.Secrets(ns).Get(name); err == nil {
+		return s, nil
+	}
+	return a.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 }
