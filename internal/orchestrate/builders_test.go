@@ -40,9 +40,9 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 				"[mysqld]\n", "log_bin = mysql-bin\n", "log_slave_updates = ON\n", "gtid_strict_mode = ON\n",
 				"read_only = ON\n", "sync_binlog = 1\n", "innodb_flush_log_at_trx_commit = 1\n", "skip_slave_start = ON\n",
 				"rpl_semi_sync_master_wait_point = AFTER_SYNC\n", "rpl_semi_sync_master_timeout = 86400000\n",
-				"loose_init_rpl_role = SLAVE\n",
 			},
-			forbidden: []string{"gtid_mode", "super_read_only", "rpl_semi_sync_source"},
+			// init_rpl_role=SLAVE would roll back acknowledged commits at crash recovery.
+			forbidden: []string{"gtid_mode", "super_read_only", "rpl_semi_sync_source", "init_rpl_role"},
 		},
 		{
 			name:    "mysql",

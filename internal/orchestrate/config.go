@@ -81,14 +81,10 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 		w("rpl_semi_sync_master_wait_point", "AFTER_SYNC")
 		w("rpl_semi_sync_master_wait_no_slave", "ON")
 		w("rpl_semi_sync_master_timeout", fmt.Sprint(timeoutMS))
-		// Every server starts as a replica (read_only, and mysqlctl fails over from a primary
-		// that restarted), so its crash recovery is a replica's: a transaction the primary
-		// wrote to its binlog but that no replica acknowledged (the client never got its
-		// commit) is rolled back and cut from the binlog, instead of committed into a history
-		// the new primary does not have (which would leave the old primary errant,
-		// quarantined until rebuilt). MariaDB 10.6.19, 10.11.9 and later; loose_ keeps older
-		// servers starting (they keep the tail and are quarantined).
-		w("loose_init_rpl_role", "SLAVE")
+		// No init_rpl_role=SLAVE: its crash recovery rolls back what is only prepared in
+		// InnoDB, and with the binlog on that includes commits a client was told succeeded
+		// (InnoDB does not flush their commit record). A killed primary therefore keeps a
+		// tail no replica acknowledged, and after a failover it is quarantined, not rejoined.
 	default:
 		w("gtid_mode", "ON")
 		w("enforce_gtid_consistency", "ON")

@@ -253,8 +253,6 @@ var errTakenOver = errors.New("taken over")
 // renew writes a new renewTime if the record still names this actor, and records when the
 // successful renewal was sent.
 func (l *Lease) renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
-	defer cancel()
 	sent := time.Now()
 	// A write conditional on the record this actor last wrote succeeds only if nobody wrote
 	// it since, so it still names this actor: no read is needed.
@@ -263,10 +261,15 @@ func (l *Lease) renew(ctx context.Context) error {
 	l.mu.Unlock()
 	var err error = apierrors.NewConflict(coordinationv1.Resource("leases"), l.key.Name, errors.New("no record written by this actor"))
 	if written != nil && holderOf(written) == l.Holder {
-		err = l.writeRenewal(ctx, written.DeepCopy(), sent)
+		wctx, cancel := context.WithTimeout(ctx, renewTimeout)
+		err = l.writeRenewal(wctx, written.DeepCopy(), sent)
+		cancel()
 	}
 	if apierrors.IsConflict(err) {
-		// Written since (or never written by this actor): read who holds it.
+		// Written since (or never written by this actor): read who holds it. Its own bound:
+		// the validity still counts from sent, before the first attempt.
+		ctx, cancel := context.WithTimeout(ctx, renewTimeout)
+		defer cancel()
 		lease := &coordinationv1.Lease{}
 		if err = l.kube.Get(ctx, l.key, lease); err == nil {
 			if h := holderOf(lease); h != l.Holder {
