@@ -39,7 +39,9 @@ const seedComponent = "seed"
 //     server;
 //  4. the target's binary log starts again at the copied position (RESET MASTER, then
 //     gtid_binlog_state): its binary logs never claim to hold the history it was copied, so a
-//     later seed from it, if it becomes primary, copies instead of replaying too little.
+//     later seed from it, if it becomes primary, copies instead of replaying too little; the
+//     state still names the donor's other servers up to where the copy holds them, so that
+//     elections and rejoins compare it server by server like any replica.
 //
 // The password comes from MYSQL_PWD, never from the command line, where ps would show it.
 func seedScript(t flavorTools, donorHost, targetHost string, owned []string, aside bool) string {
@@ -88,7 +90,16 @@ echo "mysqlctl seed: copying databases [$dbs] and the accounts mysqlctl does not
   echo "FLUSH PRIVILEGES;"
 } | %[1]s -h "$dst" -P %[6]d -uroot
 pos=$(q "$dst" "SELECT @@gtid_slave_pos")
-echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$pos';" | %[1]s -h "$dst" -P %[6]d -uroot
+# The binlog state names, besides the position, every other server the donor's does below the
+# position's number in its domain: the copy holds their transactions, and a failover or a rejoin
+# compares them server by server. (A number past the position was written after the copy.) Each
+# domain's position goes last: it is the domain's current GTID.
+donor_state=$(q "$src" "SELECT @@gtid_binlog_state")
+state=$(awk -v pos="$pos" -v st="$donor_state" 'BEGIN {
+  n = split(pos, P, ","); for (i = 1; i <= n; i++) { split(P[i], a, "-"); seq[a[1]] = a[3]; srv[a[1]] = a[2] }
+  m = split(st, S, ","); for (i = 1; i <= m; i++) { split(S[i], b, "-"); if ((b[1] in seq) && b[2] != srv[b[1]] && b[3] + 0 < seq[b[1]] + 0) out = out S[i] "," }
+  print out pos }')
+echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$state';" | %[1]s -h "$dst" -P %[6]d -uroot
 echo "mysqlctl seed: done at GTID position [$pos]"
 `, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), aside, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`), topology.AsidePrefix)
 }

@@ -174,6 +174,9 @@ func TestScale(t *testing.T) {
 		t.Fatalf("sc-2: provenance %+v, want a copy record with its donor\n%s", rec, res.stderr)
 	}
 	replicatesFrom(t, ctx, "sc-2", primary, db(t, mustPodAddr(t, ctx, "sc-2"), root))
+	// The copy's binlog state names every server the primary's does (an earlier primary's too):
+	// a later failover or rejoin compares histories server by server.
+	namesEveryServer(t, ctx, "sc-2", db(t, mustPodAddr(t, ctx, "sc-2"), root), db(t, mustPodAddr(t, ctx, primary), root))
 	if _, err := r.Client.BatchV1().Jobs("default").Get(ctx, orchestrate.SeedJobName(c, 2), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the seed Job was left behind (%v)", err)
 	}
@@ -359,4 +362,33 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	reasons, texts := eventReasons(t, ctx, "sc")
 	requireEvents(t, reasons, texts, "RebuildStarted", "RebuildFinished")
 	t.Logf("%s rebuilt from %s", victim, provenance(c, victim).Donor)
+}
+
+// namesEveryServer fails unless the instance's gtid_binlog_state has an entry for every
+// (domain, server_id) of the primary's, and the primary's names more than one server (else the
+// check proves nothing).
+func namesEveryServer(t *testing.T, ctx context.Context, name string, d, primary *sql.DB) {
+	t.Helper()
+	state := func(d *sql.DB) map[string]bool {
+		var st string
+		if err := d.QueryRowContext(ctx, "SELECT @@gtid_binlog_state").Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, g := range strings.Split(st, ",") {
+			if f := strings.Split(strings.TrimSpace(g), "-"); len(f) == 3 {
+				out[f[0]+"-"+f[1]] = true
+			}
+		}
+		return out
+	}
+	have, want := state(d), state(primary)
+	if len(want) < 2 {
+		t.Fatalf("the primary's binlog state names %d server(s): the history has no earlier primary to check", len(want))
+	}
+	for k := range want {
+		if !have[k] {
+			t.Errorf("%s's binlog state lacks domain-server %s the primary's names (%v vs %v)", name, k, have, want)
+		}
+	}
 }
