@@ -73,10 +73,6 @@ type Member struct {
 	// LastKnownLag is the lag recorded before the primary failed, used when the server no
 	// longer reports one (its receiver is disconnected).
 	LastKnownLag *int64
-	// CopiedAt is the GTID position a copy of an ancestor of the primary was loaded at (MariaDB;
-	// its newest provenance record), empty for an instance that replayed its history. A copy's
-	// binlog state names only that position's server, yet it holds the whole history up to it.
-	CopiedAt gtid.MariaDBPos
 }
 
 // Source identifies the primary as its replicas know it: by the host name they replicate from,
@@ -221,7 +217,6 @@ func Elect(in ElectInput) (Decision, error) {
 	for _, m := range in.Members {
 		j := &judged{m: m}
 		j.set, j.reason = receivedAndExecuted(m.Snapshot)
-		j.set.copied = m.CopiedAt
 		r := m.Snapshot.Replica
 		switch {
 		case m.Quarantined:
@@ -434,8 +429,6 @@ type history struct {
 	// state is MariaDB's gtid_binlog_state: the last sequence number of every (domain,
 	// server_id) in the binlog, which proves what positions cannot (see gtid.Relation).
 	state []gtid.MariaDBGTID
-	// copied is the position the instance's data was copied at (Member.CopiedAt).
-	copied gtid.MariaDBPos
 }
 
 // receivedAndExecuted is what the instance will have applied once its relay log is drained.
@@ -488,20 +481,6 @@ func (h history) String() string {
 	return h.set.String()
 }
 
-// copiedThrough reports whether h's copy holds g: the copy was made from an ancestor of the
-// primary, so it holds the domain's history up to the copied sequence number, whichever servers
-// wrote it (its binlog state, restarted at the copy, names none of them). Another member's
-// transaction numbered that far is in that history unless that member diverged, which the errant
-// check finds: it never makes the copy hold anything beyond its position.
-func (h history) copiedThrough(g gtid.MariaDBGTID) bool {
-	for _, c := range h.copied.GTIDs() {
-		if c.Domain == g.Domain && g.Seq <= c.Seq {
-			return true
-		}
-	}
-	return false
-}
-
 // contains reports whether h holds all of o, and if not, what is lacking.
 func (h history) contains(o history) (string, bool) {
 	if h.mariadb {
@@ -517,7 +496,7 @@ func (h history) contains(o history) (string, bool) {
 					have = x.Seq
 				}
 			}
-			if g.Seq > have && !h.copiedThrough(g) {
+			if g.Seq > have {
 				return fmt.Sprintf("%s (from server_id %d; it has that server only up to %d)", g, g.ServerID, have), false
 			}
 		}

@@ -258,42 +258,6 @@ func TestElect(t *testing.T) {
 			errPart: "db-1: lacks transactions db-2 has: 0-1000-101",
 		},
 		{
-			// Found by the 30-cluster benchmark: after a rebuild by copy, the most advanced
-			// replica was refused and the failover had no safe candidate.
-			name: "MariaDB: a copy holds every server's history up to its copied position",
-			in: ElectInput{History: topology.History{PrimaryServerIDs: []uint32{1000, 1002}}, Members: []Member{
-				func() Member {
-					// Copied at 0-1002-10100 (its binlog state restarted there), then it
-					// replicated 1002's transactions up to the one only it received.
-					m := mariadb("db-0", 1000, "0-1002-10177", "", topology.ThreadConnecting)
-					m.CopiedAt = gtid.MustParseMariaDBPos("0-1002-10100")
-					return m
-				}(),
-				func() Member {
-					m := mariadb("db-1", 1001, "0-1002-10176", "", topology.ThreadConnecting)
-					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1000, Seq: 9507}, {Domain: 0, ServerID: 1002, Seq: 10176}}
-					return m
-				}(),
-			}},
-			want: "db-0", safe: true, rejectHas: "db-1: lacks transactions db-0 has: 0-1002-10177",
-		},
-		{
-			name: "MariaDB: a copy does not hold another server's transaction beyond its copied position",
-			in: ElectInput{History: topology.History{PrimaryServerIDs: []uint32{1000, 1002}}, Members: []Member{
-				func() Member {
-					m := mariadb("db-0", 1000, "0-1002-120", "", topology.ThreadConnecting)
-					m.CopiedAt = gtid.MustParseMariaDBPos("0-1002-100")
-					return m
-				}(),
-				func() Member {
-					m := mariadb("db-1", 1001, "0-1000-110", "", topology.ThreadConnecting)
-					m.Snapshot.GTID.BinlogState = []gtid.MariaDBGTID{{Domain: 0, ServerID: 1002, Seq: 105}, {Domain: 0, ServerID: 1000, Seq: 110}}
-					return m
-				}(),
-			}},
-			errPart: "db-0: lacks transactions db-1 has: 0-1000-110",
-		},
-		{
 			name: "force prefers a clean replica over a more advanced errant one",
 			in: ElectInput{History: known, Force: true, Missing: []string{"db-3"}, Members: []Member{
 				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),

@@ -336,7 +336,7 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 			missing = append(missing, name)
 			continue
 		}
-		fm := failover.Member{Name: name, Ordinal: m.ordinal, Snapshot: s, Quarantined: quarantined(c, name), CopiedAt: copiedAt(c, m.ordinal)}
+		fm := failover.Member{Name: name, Ordinal: m.ordinal, Snapshot: s, Quarantined: quarantined(c, name)}
 		for _, i := range c.Status.Instances {
 			if i.Name == name {
 				fm.LastKnownLag = i.LagSeconds
@@ -391,24 +391,6 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 		}
 	}
 	return ch
-}
-
-// copiedAt is the position the instance of the ordinal was copied at, when its newest provenance
-// record is a copy (scale or rebuild): the copy's position, read before it first replicated.
-func copiedAt(c *v1.MysqlCluster, ordinal int32) gtid.MariaDBPos {
-	for i := len(c.Status.GTIDBootstrap) - 1; i >= 0; i-- {
-		if b := c.Status.GTIDBootstrap[i]; b.Ordinal == ordinal {
-			if b.Method != failover.SeedCopy {
-				return gtid.MariaDBPos{}
-			}
-			pos, err := gtid.ParseMariaDBPos(b.BootstrapGTIDSet)
-			if err != nil {
-				return gtid.MariaDBPos{}
-			}
-			return pos
-		}
-	}
-	return gtid.MariaDBPos{}
 }
 
 // knownHistory is the errant check's reference: every instance that has been primary, and the

@@ -94,12 +94,17 @@ pos=$(q "$dst" "SELECT @@gtid_slave_pos")
 # position's number in its domain: the copy holds their transactions, and a failover or a rejoin
 # compares them server by server. (A number past the position was written after the copy.) Each
 # domain's position goes last: it is the domain's current GTID.
+# (Sequence numbers are compared as digit strings: exact at any size.)
+[ "$(q "$src" "SELECT @@gtid_strict_mode")" = 1 ] || { echo "mysqlctl seed: the donor runs without gtid_strict_mode" >&2; exit 1; }
 donor_state=$(q "$src" "SELECT @@gtid_binlog_state")
-state=$(awk -v pos="$pos" -v st="$donor_state" 'BEGIN {
+state=$(awk -v pos="$pos" -v st="$donor_state" 'function lt(x, y) { x = x ""; y = y ""; return length(x) != length(y) ? length(x) < length(y) : x < y }
+BEGIN {
   n = split(pos, P, ","); for (i = 1; i <= n; i++) { split(P[i], a, "-"); seq[a[1]] = a[3]; srv[a[1]] = a[2] }
-  m = split(st, S, ","); for (i = 1; i <= m; i++) { split(S[i], b, "-"); if ((b[1] in seq) && b[2] != srv[b[1]] && b[3] + 0 < seq[b[1]] + 0) out = out S[i] "," }
+  m = split(st, S, ","); for (i = 1; i <= m; i++) { split(S[i], b, "-"); if ((b[1] in seq) && b[2] != srv[b[1]] && lt(b[3], seq[b[1]])) out = out S[i] "," }
   print out pos }')
 echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$state';" | %[1]s -h "$dst" -P %[6]d -uroot
+got=$(q "$dst" "SELECT @@gtid_binlog_pos")
+[ "$got" = "$pos" ] || { echo "mysqlctl seed: binlog restarted at [$got], not at the copied position [$pos]" >&2; exit 1; }
 echo "mysqlctl seed: done at GTID position [$pos]"
 `, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), aside, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`), topology.AsidePrefix)
 }

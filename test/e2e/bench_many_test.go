@@ -101,7 +101,17 @@ func BenchmarkWatchManyClusters(b *testing.B) {
 func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []string, scope ...string) {
 	addr := freeAddr(t)
 	w := startWatch(t, nil, append(scope, "--metrics-addr", addr)...)
-	defer func() { _ = w.cmd.Process.Signal(syscall.SIGKILL); <-w.done }()
+	// Stopped as a Deployment stops it (SIGTERM: its Leases are released), so that the next run's
+	// failover never waits for a killed supervisor's Lease to expire.
+	defer func() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			_ = w.cmd.Process.Signal(syscall.SIGKILL)
+			<-w.done
+		}
+	}()
 	// Every bench cluster supervised, every instance answering.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
