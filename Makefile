@@ -39,7 +39,6 @@ controlplane: ## Build (once, cached by version) etcd and the Kubernetes control
 .PHONY: test
 test: ## Run every test tier with -race (unit, real MariaDB, real API server, rig end-to-end)
 	MYSQLCTL_CONTROLPLANE_BIN="$$(hack/build-controlplane.sh)" && export MYSQLCTL_CONTROLPLANE_BIN && \
-	export MYSQLCTL_RIG_MAX_PODS="$${MYSQLCTL_RIG_MAX_PODS:-96}" && \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench
