@@ -184,7 +184,9 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 	err = fn(lctx, r)
 	select {
 	case <-lease.Lost():
-		return fmt.Errorf("lost the lease on %s to another actor; its recorded stage is kept for whoever holds it now: %w", cluster.Name, err)
+		// Why it was lost (taken over, deleted, or not renewed in time) comes first: the
+		// action's own error is only how the loss cut it short.
+		return fmt.Errorf("lost the lease on %s (%w); its recorded stage is kept for whoever holds it now: %w", cluster.Name, lease.Check(), err)
 	default:
 	}
 	if errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil) {

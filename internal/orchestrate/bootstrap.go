@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,6 +114,12 @@ type Runner struct {
 	attempts map[string]time.Time
 	// silent is when refence last found an old primary (pod UID and address) not answering.
 	silent map[string]time.Time
+	// background, when set, makes Events and the disruption budget's update asynchronous (off
+	// the operation's critical path); the operation waits for them before it returns.
+	background *sidework
+	// creds, when set, keeps the credentials read during one operation run, so that its stages
+	// do not read the Secret again each.
+	creds map[string]credentials
 }
 
 // LeaseChecker proves that an actor still holds the cluster (see Lease.Check).
@@ -179,6 +187,18 @@ type credentials struct {
 }
 
 func (r *Runner) credentials(ctx context.Context, c *v1.MysqlCluster) (credentials, error) {
+	key := c.Namespace + "/" + c.Name
+	if cr, ok := r.creds[key]; ok {
+		return cr, nil // read once per operation run (see withSidework)
+	}
+	cr, err := r.readCredentials(ctx, c)
+	if err == nil && r.creds != nil {
+		r.creds[key] = cr
+	}
+	return cr, err
+}
+
+func (r *Runner) readCredentials(ctx context.Context, c *v1.MysqlCluster) (credentials, error) {
 	s, err := CheckSecret(ctx, r.Kube, c)
 	if err != nil {
 		return credentials{}, err
@@ -305,6 +325,9 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 		r.BeforeStage(ctx, op.Stage)
 	}
 	r.stage = op.Stage
+	// The cluster as read: a stage may change its copy in memory, and the stage's record is
+	// written from what was read (see persistWith below), never from those changes.
+	read := cluster.DeepCopy()
 	next, change, err := run()
 	var ny errNotYet
 	switch {
@@ -319,13 +342,32 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	case err != nil:
 		return "", false, fmt.Errorf("%s of %s at stage %s: %w", op.Type, key, op.Stage, err)
 	}
-	if err := r.persist(ctx, cluster, op, next, change); err != nil {
+	// Written from the copy read at the top of the loop, with no read first: the write is
+	// conditional on that copy's resourceVersion (a conflict reads and re-checks).
+	if err := r.persistWith(ctx, updateStatusFrom, read, op, next, change); err != nil {
 		if errors.Is(err, errLostRace) {
 			return "", false, nil
 		}
 		return "", false, err
 	}
+	read.DeepCopyInto(cluster)
 	return next, true, nil
+}
+
+// load reads the cluster, unless the caller holds it as the write it just made returned it:
+// the loop reads it right after that write, so it is as fresh as a read and saves one request
+// per stage. Anything written since still makes the next stage's write conflict (it is
+// conditional on that copy's resourceVersion) and re-read. An actor whose lease is no longer
+// valid (it may have been paused since that write) reads afresh.
+func (r *Runner) load(ctx context.Context, key client.ObjectKey, held *v1.MysqlCluster) (*v1.MysqlCluster, error) {
+	if held != nil && held.Namespace == key.Namespace && held.Name == key.Name && (r.Lease == nil || r.Lease.Check() == nil) {
+		return held, nil
+	}
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, key, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // otherOperation is the error for a command that finds an operation of another type recorded.
@@ -369,6 +411,11 @@ func (r *Runner) adopt(ctx context.Context, cluster *v1.MysqlCluster, op *v1.Ope
 // begin records a new operation of this actor (holder and epoch) when none is recorded;
 // init fills in the rest. The caller re-reads what was recorded.
 func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.OperationStatus, init func(*v1.MysqlClusterStatus)) error {
+	return r.beginWith(ctx, UpdateStatus, cluster, op, init)
+}
+
+// beginWith is begin through the given status writer.
+func (r *Runner) beginWith(ctx context.Context, write func(context.Context, StatusClient, *v1.MysqlCluster, StatusChange) error, cluster *v1.MysqlCluster, op v1.OperationStatus, init func(*v1.MysqlClusterStatus)) error {
 	if _, err := r.guard("start a " + op.Type); err != nil {
 		return err
 	}
@@ -378,7 +425,7 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 	default:
 	}
 	op.RequestID = r.RequestID
-	if err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+	if err := write(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
 		}
@@ -392,7 +439,9 @@ func (r *Runner) begin(ctx context.Context, cluster *v1.MysqlCluster, op v1.Oper
 		return err
 	}
 	// No voluntary eviction while the operation runs. The budget is a courtesy to drains,
-	// not a safety mechanism: an operation is not held up by a failure to write it.
+	// not a safety mechanism: an operation is not held up by a failure to write it. It is
+	// closed here, before any stage, never later: a process killed right after this write
+	// leaves it closed for whoever resumes.
 	_ = syncPDB(ctx, r.Kube, cluster)
 	return nil
 }
@@ -416,11 +465,16 @@ func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, t
 // operation, its stage and its holder and epoch (the fencing token), after proving the lease is
 // still valid: if another actor changed or took the operation meanwhile, nothing is written.
 func (r *Runner) persist(ctx context.Context, cluster *v1.MysqlCluster, op *v1.OperationStatus, next string, change func(*v1.MysqlClusterStatus)) error {
+	return r.persistWith(ctx, UpdateStatus, cluster, op, next, change)
+}
+
+// persistWith is persist through the given status writer.
+func (r *Runner) persistWith(ctx context.Context, write func(context.Context, StatusClient, *v1.MysqlCluster, StatusChange) error, cluster *v1.MysqlCluster, op *v1.OperationStatus, next string, change func(*v1.MysqlClusterStatus)) error {
 	if _, err := r.guard("record stage " + next + " of " + op.ID); err != nil {
 		return err
 	}
 	now := metav1.NewTime(r.now())
-	return UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+	return write(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		o := s.Operation
 		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != r.Holder || o.Epoch != r.Epoch {
 			return errLostRace
@@ -459,6 +513,43 @@ func (r *Runner) pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev
 		ord, ok := ordinalOf(c, p.Name)
 		if ok && p.DeletionTimestamp == nil {
 			out[ord] = p
+		}
+	}
+	return out, nil
+}
+
+// podsByName reads the pods of ordinals 0 to n-1 by name, in parallel, as pods() lists them:
+// missing, deleted and foreign pods (not matching the cluster's selector) are absent. A read of
+// one object is answered at once, where a consistent list waits for the API server's cache to
+// catch up with the latest write (tens of milliseconds, on every stage of a failover).
+func (r *Runner) podsByName(ctx context.Context, c *v1.MysqlCluster, n int32) (map[int32]*corev1.Pod, error) {
+	got := make([]*corev1.Pod, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for ord := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &corev1.Pod{}
+			err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: fmt.Sprintf("%s-%d", c.Name, ord)}, p)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				errs[ord] = err
+			default:
+				got[ord] = p
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sel := labels.SelectorFromSet(SelectorLabels(c))
+	out := map[int32]*corev1.Pod{}
+	for ord, p := range got {
+		if p != nil && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
+			out[int32(ord)] = p
 		}
 	}
 	return out, nil
@@ -767,6 +858,24 @@ func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error 
 		return err
 	}
 	return nil
+}
+
+// syncPDB brings the cluster's disruption budget in line with its status, through r's
+// sidework (best effort: a budget that cannot be written never stops an operation).
+func (r *Runner) syncPDB(ctx context.Context, c *v1.MysqlCluster) {
+	kube, c := r.Kube, c.DeepCopy()
+	r.background.do(ctx, func(ctx context.Context) { _ = syncLivePDB(ctx, kube, c) })
+}
+
+// syncLivePDB is syncPDB from the status as it is when the work runs, not as it was when it
+// was asked for: side work runs later, and budget updates asked for by different actors (a
+// check, an operation) may run in any order; each derives the budget from the status then.
+func syncLivePDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
+	live := &v1.MysqlCluster{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
+		return err
+	}
+	return syncPDB(ctx, kube, live)
 }
 
 // identity is the server identity recorded in provenance: MySQL's server_uuid, or MariaDB's

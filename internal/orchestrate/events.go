@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,5 +40,79 @@ func (r *Runner) event(ctx context.Context, c *v1.MysqlCluster, warning bool, re
 		Source:              corev1.EventSource{Component: EventSource},
 		ReportingController: "mysqlctl.io/" + EventSource, ReportingInstance: r.Holder,
 	}
-	_ = r.Kube.Create(ctx, e)
+	kube := r.Kube
+	r.background.do(ctx, func(ctx context.Context) { _ = kube.Create(ctx, e) })
+}
+
+// sidework runs best-effort API writes (Events, the disruption budget) one at a time and in
+// order, off the critical path of the operation or check that asks for them: a failover does not
+// wait for its Events to be stored before its next stage. A nil sidework runs them at once.
+type sidework struct {
+	work chan func()
+	done chan struct{}
+	// ctx outlives the contexts that ask for work (an operation's may end first); stop
+	// cancels it when the work left takes too long.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// sideworkTimeout bounds one piece of side work, and sideworkDrain what stop waits for the work
+// left before it abandons it (a slow API server never holds up a process that is stopping).
+const (
+	sideworkTimeout = 10 * time.Second
+	sideworkDrain   = 10 * time.Second
+)
+
+func startSidework() *sidework {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sidework{work: make(chan func(), 64), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	go func() {
+		defer close(s.done)
+		for fn := range s.work {
+			fn()
+		}
+	}()
+	return s
+}
+
+// do runs fn after the work asked for before it, or at once when s is nil.
+func (s *sidework) do(ctx context.Context, fn func(context.Context)) {
+	if s == nil {
+		fn(ctx)
+		return
+	}
+	s.work <- func() {
+		cctx, cancel := context.WithTimeout(s.ctx, sideworkTimeout)
+		defer cancel()
+		fn(cctx)
+	}
+}
+
+// stop waits for the work asked for so far, at most sideworkDrain (then what is left is
+// cancelled), and ends s.
+func (s *sidework) stop() {
+	close(s.work)
+	t := time.NewTimer(sideworkDrain)
+	defer t.Stop()
+	select {
+	case <-s.done:
+	case <-t.C:
+		s.cancel()
+		<-s.done
+	}
+	s.cancel()
+}
+
+// withSidework gives r what one operation run shares across its stages, unless it has it: a
+// sidework, and the credentials read once. It returns what ends them: the operation returns
+// only once its Events and budget updates are written.
+func (r *Runner) withSidework() func() {
+	if r.background != nil {
+		return func() {}
+	}
+	r.background, r.creds = startSidework(), map[string]credentials{}
+	return func() {
+		r.background.stop()
+		r.background, r.creds = nil, nil
+	}
 }

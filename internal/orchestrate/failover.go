@@ -92,17 +92,20 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 	if opts.Force && strings.TrimSpace(opts.Reason) == "" {
 		return errors.New("--force needs --reason: the reason is recorded with the forced decision")
 	}
+	defer r.withSidework()()
 	started := false
 	lastReported := ""
+	var held *v1.MysqlCluster // as the last write returned it
 	for {
-		cluster := &v1.MysqlCluster{}
-		if err := r.Kube.Get(ctx, key, cluster); err != nil {
+		cluster, err := r.load(ctx, key, held)
+		if err != nil {
 			return err
 		}
+		held = nil
 		op := cluster.Status.Operation
 		if op == nil {
 			if started || opts.ResumeOnly {
-				_ = syncPDB(ctx, r.Kube, cluster)
+				r.syncPDB(ctx, cluster)
 				return r.lastResult(cluster, OperationFailover)
 			}
 			if cluster.Status.CurrentPrimary == "" {
@@ -111,7 +114,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			if err := r.startFailover(ctx, cluster, opts); err != nil {
 				return err
 			}
-			started = true
+			started, held = true, cluster
 			continue
 		}
 		if (op.Type == OperationSwitchover || op.Type == OperationConverge || op.Type == OperationScale || op.Type == OperationRebuild) && !opts.ResumeOnly && !started {
@@ -124,10 +127,14 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 			return r.otherOperation(cluster, op)
 		}
 		started = true
-		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+		_, advanced, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
 			return r.runStage(ctx, failoverKind, cluster, op, stageEnv{foOpts: opts})
-		}); err != nil {
+		})
+		if err != nil {
 			return err
+		}
+		if advanced {
+			held = cluster
 		}
 	}
 }
@@ -215,7 +222,8 @@ func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts Fai
 	}
 	// Phase, HA state and conditions change only once Confirming accepts the primary's death:
 	// a refused failover leaves them as it found them.
-	err := r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
+	// Written from the cluster as just read, with no read first (see updateStatusFrom).
+	err := r.beginWith(ctx, updateStatusFrom, c, op, func(s *v1.MysqlClusterStatus) {
 		s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending}
 		if opts.Force {
 			s.Operation.Evidence.Forced = opts.Reason
@@ -283,7 +291,7 @@ type failoverView struct {
 }
 
 func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old string) (failoverView, error) {
-	pods, err := r.pods(ctx, c)
+	pods, err := r.podsByName(ctx, c, memberCount(c))
 	if err != nil {
 		return failoverView{}, err
 	}

@@ -68,17 +68,20 @@ var ErrRolledBack = errors.New("switchover rolled back")
 // switchover recorded in the cluster's status at its recorded stage.
 func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts SwitchoverOptions) error {
 	opts.defaults()
+	defer r.withSidework()()
 	started := false
 	lastReported := ""
+	var held *v1.MysqlCluster // as the last recorded stage returned it
 	for {
-		cluster := &v1.MysqlCluster{}
-		if err := r.Kube.Get(ctx, key, cluster); err != nil {
+		cluster, err := r.load(ctx, key, held)
+		if err != nil {
 			return err
 		}
+		held = nil
 		op := cluster.Status.Operation
 		if op == nil {
 			if started || opts.ResumeOnly {
-				_ = syncPDB(ctx, r.Kube, cluster)
+				r.syncPDB(ctx, cluster)
 				return r.finishedResult(cluster)
 			}
 			if cluster.Status.Phase != v1.PhaseRunning || cluster.Status.CurrentPrimary == "" {
@@ -100,10 +103,14 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			return r.otherOperation(cluster, op)
 		}
 		started = true
-		if _, _, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
+		_, advanced, err := r.step(ctx, key, cluster, op, &lastReported, func() (string, func(*v1.MysqlClusterStatus), error) {
 			return r.runStage(ctx, switchoverKind, cluster, op, stageEnv{swOpts: opts})
-		}); err != nil {
+		})
+		if err != nil {
 			return err
+		}
+		if advanced {
+			held = cluster
 		}
 	}
 }

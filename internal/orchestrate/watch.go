@@ -181,6 +181,8 @@ type watcher struct {
 	supEpoch int32
 	// unwritten are outcomes of requests carried out whose record could not be written yet.
 	unwritten map[string]answerOf
+	// side writes the checks' Events and disruption budget updates off their path.
+	side *sidework
 }
 
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
@@ -275,6 +277,8 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	}()
 	// The repairer stops looking when ctx ends; a repair in hand gets the grace period, and
 	// Watch returns only after it has released what it holds.
+	w.side = startSidework()
+	defer w.side.stop()
 	var repairs sync.WaitGroup
 	repairs.Add(1)
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
@@ -548,7 +552,8 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	}
 	now := metav1.NewTime(w.s.Runner.now())
 	evidence := append([]string{a.Reason}, j.Evidence...)
-	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+	// Written from the cluster as this check read it, with no read first (updateStatusFrom).
+	err := updateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return errLostRace
 		}
@@ -578,11 +583,15 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	if err != nil || prev == a.State {
 		return err
 	}
-	// The disruption budget follows health: one eviction allowed only while Healthy.
-	if perr := syncPDB(ctx, w.s.Runner.Kube, c); perr != nil {
-		w.report(Transition{Action: "error", Reason: "updating the PodDisruptionBudget: " + perr.Error()})
-	}
-	w.s.Runner.event(ctx, c, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
+	// The disruption budget follows health: one eviction allowed only while Healthy. It and
+	// the Event are written off the checks' path, in order.
+	written := c.DeepCopy()
+	w.side.do(ctx, func(ctx context.Context) {
+		if perr := syncLivePDB(ctx, w.s.Runner.Kube, written); perr != nil {
+			w.report(Transition{Action: "error", Reason: "updating the PodDisruptionBudget: " + perr.Error()})
+		}
+		w.s.Runner.event(ctx, written, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
+	})
 	w.report(Transition{From: prev, To: a.State, Primary: c.Status.CurrentPrimary, Reason: a.Reason})
 	return nil
 }
