@@ -332,6 +332,9 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	var ny errNotYet
 	switch {
 	case errors.As(err, &ny):
+		// A stage that waits reads the credentials again at its next try: a Secret put right
+		// meanwhile is seen.
+		clear(r.creds)
 		if op.Message != ny.msg {
 			_ = r.persist(ctx, cluster, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = ny.msg })
 		}

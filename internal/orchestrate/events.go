@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,9 @@ func (r *Runner) event(ctx context.Context, c *v1.MysqlCluster, warning bool, re
 type sidework struct {
 	work chan func()
 	done chan struct{}
+	// mu orders do against stop: work asked for once s is stopped runs at once.
+	mu     sync.Mutex
+	closed bool
 	// ctx outlives the contexts that ask for work (an operation's may end first); stop
 	// cancels it when the work left takes too long.
 	ctx    context.Context
@@ -57,10 +61,11 @@ type sidework struct {
 }
 
 // sideworkTimeout bounds one piece of side work, and sideworkDrain what stop waits for the work
-// left before it abandons it (a slow API server never holds up a process that is stopping).
+// left before it abandons it: a slow API server never holds up a process that is stopping (a
+// watch's grace period and two drains stay well inside a pod's termination grace period).
 const (
 	sideworkTimeout = 10 * time.Second
-	sideworkDrain   = 10 * time.Second
+	sideworkDrain   = 2 * time.Second
 )
 
 func startSidework() *sidework {
@@ -81,17 +86,30 @@ func (s *sidework) do(ctx context.Context, fn func(context.Context)) {
 		fn(ctx)
 		return
 	}
-	s.work <- func() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		fn(ctx)
+		return
+	}
+	defer s.mu.Unlock()
+	select {
+	case s.work <- func() {
 		cctx, cancel := context.WithTimeout(s.ctx, sideworkTimeout)
 		defer cancel()
 		fn(cctx)
+	}:
+	case <-ctx.Done(): // the queue is full and the caller gave up: best effort, dropped
 	}
 }
 
 // stop waits for the work asked for so far, at most sideworkDrain (then what is left is
 // cancelled), and ends s.
 func (s *sidework) stop() {
+	s.mu.Lock()
+	s.closed = true
 	close(s.work)
+	s.mu.Unlock()
 	t := time.NewTimer(sideworkDrain)
 	defer t.Stop()
 	select {

@@ -338,6 +338,14 @@ func TestSideworkWritesEventsBeforeTheOperationReturns(t *testing.T) {
 	if r.background != nil {
 		t.Error("the sidework is still set after its end")
 	}
+	// Work asked of a stopped sidework (a late caller) runs at once, never on a closed queue.
+	stopped := startSidework()
+	stopped.stop()
+	ran := false
+	stopped.do(ctx, func(context.Context) { ran = true })
+	if !ran {
+		t.Error("work asked of a stopped sidework did not run")
+	}
 	var order []string
 	var revs []int
 	for _, e := range events() {

@@ -279,6 +279,12 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	// Watch returns only after it has released what it holds.
 	w.side = startSidework()
 	defer w.side.stop()
+	// The budget as the status says now: a supervisor killed between an HA write and its
+	// budget update (side work) left it behind, and nothing else re-derives it until the
+	// state changes again.
+	w.side.do(ctx, func(ctx context.Context) {
+		_ = syncLivePDB(ctx, s.Runner.Kube, &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.key.Namespace, Name: w.key.Name}})
+	})
 	var repairs sync.WaitGroup
 	repairs.Add(1)
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
