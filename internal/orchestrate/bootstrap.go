@@ -292,7 +292,7 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			if r.Progress != nil {
 				r.Progress(v1.OperationStatus{ID: op.ID, Type: op.Type, Stage: "Done", Message: "cluster is Running"})
 			}
-			return r.applyPDB(ctx, key)
+			return syncLivePDB(ctx, r.Kube, key) // from the now-recorded convergence
 		}
 		if r.StopAfterStage == op.Stage {
 			return ErrStopped
@@ -534,7 +534,7 @@ func (r *Runner) podsByName(ctx context.Context, c *v1.MysqlCluster, n int32) (m
 		go func() {
 			defer wg.Done()
 			p := &corev1.Pod{}
-			err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: fmt.Sprintf("%s-%d", c.Name, ord)}, p)
+			err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: scalePod(c, ord)}, p)
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -832,15 +832,6 @@ func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, 
 	return nil
 }
 
-// applyPDB re-derives the PodDisruptionBudget from the now-recorded convergence.
-func (r *Runner) applyPDB(ctx context.Context, key client.ObjectKey) error {
-	c := &v1.MysqlCluster{}
-	if err := r.Kube.Get(ctx, key, c); err != nil {
-		return err
-	}
-	return syncPDB(ctx, r.Kube, c)
-}
-
 // syncPDB derives the PodDisruptionBudget from the status as recorded in c: it allows one
 // eviction only while the cluster is converged, Healthy and no operation runs. Nothing is sent
 // when it already matches.
@@ -866,16 +857,16 @@ func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error 
 // syncPDB brings the cluster's disruption budget in line with its status, through r's
 // sidework (best effort: a budget that cannot be written never stops an operation).
 func (r *Runner) syncPDB(ctx context.Context, c *v1.MysqlCluster) {
-	kube, c := r.Kube, c.DeepCopy()
-	r.background.do(ctx, func(ctx context.Context) { _ = syncLivePDB(ctx, kube, c) })
+	kube, key := r.Kube, client.ObjectKeyFromObject(c)
+	r.background.do(ctx, func(ctx context.Context) { _ = syncLivePDB(ctx, kube, key) })
 }
 
-// syncLivePDB is syncPDB from the status as it is when the work runs, not as it was when it
-// was asked for: side work runs later, and budget updates asked for by different actors (a
-// check, an operation) may run in any order; each derives the budget from the status then.
-func syncLivePDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
+// syncLivePDB is syncPDB from the status as it is read now: side work runs later than it was
+// asked for, and budget updates asked for by different actors (a check, an operation) may run
+// in any order; each derives the budget from the status when it runs.
+func syncLivePDB(ctx context.Context, kube client.Client, key client.ObjectKey) error {
 	live := &v1.MysqlCluster{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
+	if err := kube.Get(ctx, key, live); err != nil {
 		return err
 	}
 	return syncPDB(ctx, kube, live)

@@ -164,8 +164,8 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 						// entrypoint's temporary init server); whether it replicates correctly is
 						// proven separately by mysqlctl from replication evidence. Every 5 s: an
 						// exec probe is a shell and a client process (and a container exec) per
-						// pod each time, and at every 2 s the probes of 30 clusters took most of
-						// a 2-core node. Nothing of a failover waits for readiness (the
+						// pod each time, and at every 2 s the probes of 40 pods saturated a
+						// 2-core test node. Nothing of a failover waits for readiness (the
 						// supervisor checks the primary over SQL, and routing follows the
 						// role labels it moves); a dead replica leaves the replica Service
 						// after two failed probes, within about 10 s.

@@ -283,7 +283,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	// budget update (side work) left it behind, and nothing else re-derives it until the
 	// state changes again.
 	w.side.do(ctx, func(ctx context.Context) {
-		_ = syncLivePDB(ctx, s.Runner.Kube, &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.key.Namespace, Name: w.key.Name}})
+		_ = syncLivePDB(ctx, s.Runner.Kube, w.key)
 	})
 	var repairs sync.WaitGroup
 	repairs.Add(1)
@@ -593,7 +593,7 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	// the Event are written off the checks' path, in order.
 	written := c.DeepCopy()
 	w.side.do(ctx, func(ctx context.Context) {
-		if perr := syncLivePDB(ctx, w.s.Runner.Kube, written); perr != nil {
+		if perr := syncLivePDB(ctx, w.s.Runner.Kube, w.key); perr != nil {
 			w.report(Transition{Action: "error", Reason: "updating the PodDisruptionBudget: " + perr.Error()})
 		}
 		w.s.Runner.event(ctx, written, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
