@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -143,6 +144,15 @@ func TestBuildStatefulSet(t *testing.T) {
 		if err := cmd.Run(); (err == nil) != ready {
 			t.Errorf("readiness with the client answering %q: err %v, want ready %v", answer, err, ready)
 		}
+	}
+	// Started is the server's port open (the temporary init server has networking off), probed
+	// by a connect every second, so readiness (an exec every 5 s) begins as soon as it can pass.
+	if sp := ctr.StartupProbe; sp == nil || sp.TCPSocket == nil || sp.TCPSocket.Port.StrVal != ctr.Ports[0].Name || sp.PeriodSeconds != 1 ||
+		time.Duration(sp.PeriodSeconds*sp.FailureThreshold)*time.Second < time.Hour {
+		t.Errorf("startup probe %+v: want a TCP connect to port %q every second, allowing an hour", sp, ctr.Ports[0].Name)
+	}
+	if ctr.LivenessProbe.InitialDelaySeconds != 0 {
+		t.Errorf("liveness waits %d s on top of the startup probe", ctr.LivenessProbe.InitialDelaySeconds)
 	}
 	script := pod.InitContainers[0].Command[2]
 	for _, w := range []string{`ordinal="${HOSTNAME##*-}"`, "$((1000 + ordinal))", "/mnt/mysqlctl-config/mysqlctl.cnf /etc/mysql/conf.d/mysqlctl.cnf"} {

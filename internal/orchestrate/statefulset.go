@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 )
@@ -160,15 +161,29 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 						Ports:        []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
 						VolumeMounts: mounts,
 						Resources:    c.Spec.Resources,
+						// Started means the server listens for clients: the entrypoint's temporary
+						// init server runs with networking off, so the port opens only for the
+						// server that serves. A TCP connect from the node costs no process, so it
+						// runs every second and a starting pod is Ready about a second after its
+						// server is; it allows an hour (crash recovery of a large data set) before
+						// the kubelet gives up on the container.
+						StartupProbe: &corev1.Probe{
+							ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("mysql")}},
+							PeriodSeconds:    1,
+							TimeoutSeconds:   1,
+							FailureThreshold: 3600,
+							SuccessThreshold: 1,
+						},
 						// Ready means the server answers SQL with networking on (not the
 						// entrypoint's temporary init server); whether it replicates correctly is
-						// proven separately by mysqlctl from replication evidence. Every 5 s: an
-						// exec probe is a shell and a client process (and a container exec) per
-						// pod each time, and at every 2 s the probes of 40 pods saturated a
-						// 2-core test node. Nothing of a failover waits for readiness (the
-						// supervisor checks the primary over SQL, and routing follows the
-						// role labels it moves); a dead replica leaves the replica Service
-						// after two failed probes, within about 10 s.
+						// proven separately by mysqlctl from replication evidence. It runs once
+						// the startup probe has passed, and then every 5 s: an exec probe is a
+						// shell and a client process (and a container exec) per pod each time,
+						// and at every 2 s the probes of 40 pods saturated a 2-core test node.
+						// Nothing of a failover waits for readiness (the supervisor checks the
+						// primary over SQL, and routing follows the role labels it moves); a
+						// dead replica leaves the replica Service after two failed probes,
+						// within about 10 s.
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
 							PeriodSeconds:    5,
@@ -177,16 +192,16 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 							SuccessThreshold: 1,
 						},
 						// Alive means the process answers at all (ping succeeds even when access
-						// is denied); generous, so a busy server is not killed mid-recovery.
+						// is denied); it runs once the startup probe has passed, and is generous,
+						// so a busy server is not killed.
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
 								"sh", "-c", fmt.Sprintf("exec %s --protocol=socket ping", t.admin),
 							}}},
-							InitialDelaySeconds: 30,
-							PeriodSeconds:       10,
-							TimeoutSeconds:      5,
-							FailureThreshold:    6,
-							SuccessThreshold:    1,
+							PeriodSeconds:    10,
+							TimeoutSeconds:   5,
+							FailureThreshold: 6,
+							SuccessThreshold: 1,
 						},
 					}},
 					Volumes: []corev1.Volume{
