@@ -166,7 +166,10 @@ type watcher struct {
 	// lastWritable is when the primary last answered writable (a read-only answer counts as
 	// down only from a server that restarted since).
 	lastWritable time.Time
-	// backoff is until when no automatic failover is started after one was refused; resumeFailed
+	// answeredAt is lastWritable as this process saw it itself (Unix ns), for the repairer.
+	answeredAt atomic.Int64
+	// backoff is until when no automatic failover is started after one ended without a new
+	// primary (refused or failed); resumeFailed
 	// is when resuming an operation (by ID and stage) last ended refused.
 	backoff      time.Time
 	resumeFailed map[string]time.Time
@@ -382,6 +385,12 @@ func detectionInterval(c *v1.MysqlCluster) time.Duration {
 	return time.Second
 }
 
+// failoverBackoff is how long the supervisor waits after an automatic failover that ended
+// without a new primary before it may start another: the floor under failover.cooldown.
+func failoverBackoff(c *v1.MysqlCluster) time.Duration {
+	return max(30*time.Second, 10*detectionInterval(c))
+}
+
 func failoverCooldown(c *v1.MysqlCluster) time.Duration {
 	if d := c.Spec.Failover.Cooldown; d != nil {
 		return d.Duration
@@ -425,9 +434,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		}
 		return interval, w.serveRequest(ctx, c, req, err)
 	}
-	if op := c.Status.Operation; op != nil && !(op.Type == OperationConverge && w.repairing.Load()) {
-		// (A converge this supervisor's repairer runs does not stop detection: a primary that
-		// dies meanwhile is failed over, superseding the converge.)
+	if op := c.Status.Operation; op != nil && (op.Type != OperationConverge || c.Spec.Paused) {
+		// A recorded converge never stops detection: the repairer continues it (cancellably)
+		// only while the primary answers, and a primary that dies meanwhile is failed over,
+		// superseding it. Resumed here, a converge that needs a dead primary would be retried
+		// forever with no check of the primary in between.
 		w.checks = nil
 		return interval, w.resume(ctx, c, op)
 	}
@@ -471,6 +482,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
 	if ch.Reachable && ch.Writable {
 		w.lastWritable = ch.At
+		w.answeredAt.Store(ch.At.UnixNano())
 	}
 	if len(w.checks) > 100 {
 		w.checks = w.checks[len(w.checks)-100:]
@@ -495,7 +507,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	a := failover.Assess(c.Name, w.checks, j, p, obs.now())
 	if a.Failover && obs.now().Before(w.backoff) {
 		a.Failover = false
-		a.Reason += fmt.Sprintf("; an automatic failover was refused moments ago: next attempt after %s", w.backoff.UTC().Format(time.RFC3339))
+		a.Reason += fmt.Sprintf("; an automatic failover ended without a new primary moments ago: next attempt after %s", w.backoff.UTC().Format(time.RFC3339))
 	}
 	if err := w.record(ctx, c, a, j, ch); err != nil {
 		return interval, err
@@ -652,17 +664,20 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	if after.Status.Operation != nil {
 		return nil // interrupted: the next tick resumes it
 	}
+	// Ended without a new primary: back off before another automatic attempt, whatever the
+	// cooldown (0 included), so a flapping view or a fence that stays Blocked does not churn
+	// status, labels and Events every interval.
+	w.backoff = w.s.Runner.now().Add(failoverBackoff(c))
 	if errors.Is(err, outcome.ErrUnsafe) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
 		// Refused at Confirming (the primary answered, or the replicas disagreed): nothing was
-		// done. Back off before another attempt, so a flapping view does not churn.
+		// done, and the backoff alone spaces the attempts.
 		if o := w.s.Observer; o != nil {
 			o.Refused(w.key)
 		}
-		w.backoff = w.s.Runner.now().Add(max(30*time.Second, 10*detectionInterval(c)))
 		return nil
 	}
-	// Ended without a new primary (refused, or Degraded): the attempt starts the cooldown, so a
-	// person decides what comes next instead of a retry every interval.
+	// Failed (Degraded): the attempt also starts the cooldown, so a person decides what comes
+	// next.
 	for _, h := range after.Status.History {
 		if h.Type == OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
 			return w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)

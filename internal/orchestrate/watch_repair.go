@@ -52,7 +52,16 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
 		return nil //nolint:nilerr // the detector reports API errors
 	}
-	if c.Status.Operation != nil || c.Status.CurrentPrimary == "" || c.Spec.Paused || c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
+	if c.Status.CurrentPrimary == "" || c.Spec.Paused {
+		return nil
+	}
+	if op := c.Status.Operation; op != nil {
+		if op.Type == OperationConverge && w.primaryAnswered(c) {
+			return w.continueConverge(ctx, c)
+		}
+		return nil
+	}
+	if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
 		return nil
 	}
 
@@ -120,10 +129,36 @@ func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlClu
 	return out
 }
 
-// repair fences every second writable instance, then converges the cluster (re-joining each
-// replica whose history allows it, quarantining the others), under the Lease. The detector can
-// cancel it to fail over.
-func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+// primaryAnswered reports whether this supervisor's own checks found the primary writable
+// within the last three intervals.
+func (w *watcher) primaryAnswered(c *v1.MysqlCluster) bool {
+	at := w.answeredAt.Load()
+	return at != 0 && w.s.Runner.now().Sub(time.Unix(0, at)) < 3*detectionInterval(c)
+}
+
+// continueConverge continues a converge recorded by an actor that stopped (or by this
+// repairer, cut short), as a repair the detector can cancel to fail over.
+func (w *watcher) continueConverge(ctx context.Context, c *v1.MysqlCluster) error {
+	return w.cancellable(ctx, func(rctx context.Context) error {
+		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+			cur := &v1.MysqlCluster{}
+			if err := r.Kube.Get(ctx, w.key, cur); err != nil {
+				return err
+			}
+			op := cur.Status.Operation
+			if op == nil || op.Type != OperationConverge {
+				return nil
+			}
+			w.report(Transition{Action: "resume", Primary: cur.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the converge %s from stage %s (its holder %s stopped)", op.ID, op.Stage, op.Holder)})
+			return r.Converge(ctx, w.key)
+		})
+	})
+}
+
+// cancellable runs fn as a repair: under the act lock (none runs when the lock is taken), with a
+// context the detector cancels to fail over. Cancelled, or refused the Lease because another
+// actor holds the cluster, it returns nil.
+func (w *watcher) cancellable(ctx context.Context, fn func(context.Context) error) error {
 	if !w.act.TryLock() {
 		return nil
 	}
@@ -138,7 +173,25 @@ func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*co
 	}
 	w.repairing.Store(true)
 	defer w.repairing.Store(false)
-	err := w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+	err := fn(rctx)
+	var na errNotAcquired
+	if err != nil && (rctx.Err() != nil && ctx.Err() == nil || errors.As(err, &na)) {
+		return nil // cancelled by the detector, or another actor holds the cluster
+	}
+	return err
+}
+
+// repair fences every second writable instance, then converges the cluster (re-joining each
+// replica whose history allows it, quarantining the others), under the Lease. The detector can
+// cancel it to fail over.
+func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+	return w.cancellable(ctx, func(rctx context.Context) error {
+		return w.repairUnderLease(rctx, c, writable, converge, creds)
+	})
+}
+
+func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+	return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
 		// What was observed before the Lease may be stale: act only on the same primary with
 		// no operation in between (refence looks at each instance again before fencing it).
 		cur := &v1.MysqlCluster{}
@@ -177,11 +230,6 @@ func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*co
 		}
 		return nil
 	})
-	var na errNotAcquired
-	if err != nil && (rctx.Err() != nil && ctx.Err() == nil || errors.As(err, &na)) {
-		return nil // cancelled by the detector, or another actor holds the cluster
-	}
-	return err
 }
 
 // stopRepair cancels a repair in progress and waits until it has released the Lease.

@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,22 +19,8 @@ import (
 func TestForeignGTIDsQuarantined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "create", "errant", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi",
-		"--wait", "--timeout", "4m", "--kubeconfig", r.Kubeconfig, "-n", "default")
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct", "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+orchestrate.StageJoiningReplicas)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	defer deleteCluster(t, "errant")
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "failpoint: paused") {
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	killAt(t, ctx, orchestrate.StageJoiningReplicas, "create", "errant", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "4m")
 
 	// An errant write on the replica-to-be, made on purpose through the READ ONLY ADMIN role.
 	root := string(secret(t, ctx, "errant").Data[orchestrate.SecretRootPassword])

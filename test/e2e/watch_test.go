@@ -383,6 +383,135 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 			return
 		}
 	}
+	t.Run("ConvergeLeftByAKilledActor", func(t *testing.T) { watchSupersedesLeftConverge(t, ctx, root, pods) })
+	if t.Failed() {
+		return
+	}
+	t.Run("FenceBlockedWithoutCooldown", func(t *testing.T) { watchRetryFloor(t, ctx, root, pods) })
+}
+
+// healthyWK waits until wk is Healthy, with no operation and no errant instance (no writes
+// ran, so every old primary re-joined), and returns it.
+func healthyWK(t *testing.T, ctx context.Context) *v1.MysqlCluster {
+	t.Helper()
+	eventually(t, ctx, "a Healthy cluster with two replicas", func() error {
+		c := getCluster(t, ctx, "wk")
+		if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy || c.Status.Operation != nil || len(c.Status.ErrantInstances) > 0 {
+			return fmt.Errorf("ha %+v, operation %+v, errant %+v", c.Status.HA, c.Status.Operation, c.Status.ErrantInstances)
+		}
+		return nil
+	})
+	return getCluster(t, ctx, "wk")
+}
+
+// watchSupersedesLeftConverge: a converge whose actor was killed stays recorded, and the primary
+// is then cut off. A converge needs the primary, so continuing it cannot succeed: the supervisor
+// must keep checking the primary and fail over, superseding the converge, instead of resuming
+// the converge forever (a dead end with a dead primary).
+func watchSupersedesLeftConverge(t *testing.T, ctx context.Context, root string, pods []string) {
+	c := healthyWK(t, ctx)
+	primary, stopped := c.Status.CurrentPrimary, ""
+	for _, p := range pods {
+		if p != primary {
+			stopped = p
+		}
+	}
+	// A replica that does not replicate: reconcile converges it.
+	if _, err := db(t, mustPodAddr(t, ctx, stopped), root).ExecContext(ctx, "STOP SLAVE"); err != nil {
+		t.Fatal(err)
+	}
+	killAt(t, ctx, orchestrate.StageJoiningReplicas, "reconcile", "wk")
+	if op := getCluster(t, ctx, "wk").Status.Operation; op == nil || op.Type != orchestrate.OperationConverge {
+		t.Fatalf("no converge left recorded by the killed reconcile: %+v", op)
+	}
+	r.Cut(t, "default", primary)
+	w := startWatch(t, nil, "wk")
+	eventually(t, ctx, "a failover superseding the converge", func() error {
+		c := getCluster(t, ctx, "wk")
+		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %+v", c.Status.CurrentPrimary, c.Status.Operation)
+		}
+		return nil
+	})
+	superseded := false
+	for _, h := range getCluster(t, ctx, "wk").Status.History {
+		superseded = superseded || h.Type == orchestrate.OperationConverge && h.Result == "Superseded"
+	}
+	if !superseded {
+		t.Errorf("the converge is not recorded as superseded: %+v", getCluster(t, ctx, "wk").Status.History)
+	}
+	cutPrimaryBack(t, ctx, w, root, primary, pods)
+}
+
+// watchRetryFloor: with failover.cooldown 0, an automatic failover of a primary cut off the
+// network whose fence is Blocked (a replica frozen: it could still acknowledge the old primary)
+// fails with nothing promoted, and the supervisor does not try again every interval: the next
+// attempt waits out the backoff floor, and succeeds once the replica answers again.
+func watchRetryFloor(t *testing.T, ctx context.Context, root string, pods []string) {
+	w := startWatch(t, nil, "wk")
+	w.supervising(t, ctx)
+	c := healthyWK(t, ctx)
+	primary, frozen := c.Status.CurrentPrimary, ""
+	for _, in := range c.Status.Instances {
+		if in.Name != primary && in.Role == v1.RoleReplica {
+			frozen = in.Name
+		}
+	}
+	if frozen == "" {
+		t.Fatalf("no replica to freeze: %+v", c.Status.Instances)
+	}
+	r.Freeze(t, "default", frozen)
+	r.Cut(t, "default", primary)
+	eventually(t, ctx, "the automatic failover failing on the Blocked fence", func() error {
+		h := getCluster(t, ctx, "wk").Status.History
+		if len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Failed" {
+			return errors.New("not yet")
+		}
+		if !strings.Contains(h[0].Message, "fence Blocked") {
+			return fmt.Errorf("failed for another reason: %s", h[0].Message)
+		}
+		return nil
+	})
+	// Ten detection intervals: without the floor, cooldown 0 retries every interval or so.
+	time.Sleep(10 * time.Second)
+	if n := w.actions(t, "failover", "the primary is dead"); n != 1 {
+		t.Fatalf("%d automatic failovers started within 10 s of a Blocked one with cooldown 0, want 1:\n%s", n, w.output())
+	}
+	if c := getCluster(t, ctx, "wk"); c.Status.CurrentPrimary != primary {
+		t.Fatalf("a Blocked fence promoted %s", c.Status.CurrentPrimary)
+	}
+	r.Thaw(t, "default", frozen)
+	eventually(t, ctx, "the retry after the backoff promotes a replica", func() error {
+		c := getCluster(t, ctx, "wk")
+		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+		}
+		return nil
+	})
+	var starts []time.Time
+	for _, tr := range w.transitions(t) {
+		if tr.Action == "failover" && strings.Contains(tr.Reason, "the primary is dead") {
+			starts = append(starts, tr.Time)
+		}
+	}
+	if len(starts) != 2 || starts[1].Sub(starts[0]) < 30*time.Second {
+		t.Errorf("automatic failovers started at %v: want two, at least the 30 s floor apart", starts)
+	}
+	cutPrimaryBack(t, ctx, w, root, primary, pods)
+}
+
+// cutPrimaryBack restores the network of the cut old primary of wk: it is fenced, then re-joined
+// or quarantined, leaving one writable instance; then it stops w.
+func cutPrimaryBack(t *testing.T, ctx context.Context, w *watchProc, root, primary string, pods []string) {
+	t.Helper()
+	r.Restore(t, "default", primary)
+	rejoinedOrQuarantined(t, ctx, root, "wk", primary)
+	if n := writableCount(t, ctx, root, pods...); n != 1 {
+		t.Errorf("%d writable instances, want 1", n)
+	}
+	if code, _ := w.stop(t); code != 0 {
+		t.Errorf("watch: exit %d", code)
+	}
 }
 
 func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string, stage string) {
