@@ -159,15 +159,17 @@ type watcher struct {
 	// tells the repairer to stand aside, repairCancel lets the detector end a repair.
 	act          sync.Mutex
 	failing      atomic.Bool
-	repairing    atomic.Bool
 	repairCancel atomic.Pointer[context.CancelFunc]
 	// stopping is closed when the supervisor is told to stop: actions finish the stage in hand.
 	stopping <-chan struct{}
 	// lastWritable is when the primary last answered writable (a read-only answer counts as
 	// down only from a server that restarted since).
 	lastWritable time.Time
-	// answeredAt is lastWritable as this process saw it itself (Unix ns), for the repairer.
-	answeredAt atomic.Int64
+	// answeredAt is lastWritable as this process's own checks saw it, for the repairer (which
+	// runs beside the checks); convergeRetry, the repairer's own, is when it may next continue a
+	// recorded converge after continuing one failed.
+	answeredAt    atomic.Pointer[time.Time]
+	convergeRetry time.Time
 	// backoff is until when no automatic failover is started after one ended without a new
 	// primary (refused or failed); resumeFailed
 	// is when resuming an operation (by ID and stage) last ended refused.
@@ -482,7 +484,8 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
 	if ch.Reachable && ch.Writable {
 		w.lastWritable = ch.At
-		w.answeredAt.Store(ch.At.UnixNano())
+		at := ch.At
+		w.answeredAt.Store(&at)
 	}
 	if len(w.checks) > 100 {
 		w.checks = w.checks[len(w.checks)-100:]
@@ -572,7 +575,9 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	evidence := append([]string{a.Reason}, j.Evidence...)
 	// Written from the cluster as this check read it, with no read first (updateStatusFrom).
 	err := updateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
-		if s.Operation != nil {
+		// An operation owns status.ha, except a converge: it never touches the primary's
+		// health, and the checks go on beside it (a person must see a primary that dies then).
+		if s.Operation != nil && s.Operation.Type != OperationConverge {
 			return errLostRace
 		}
 		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence)
@@ -620,11 +625,17 @@ const reasonFailoverWithheld = "AutomaticFailoverWithheld"
 // whether to wait for a holder that stopped renewing (to continue its operation) or to give up
 // at once when the cluster is held.
 func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, fn func(context.Context, *Runner) error) error {
-	r := w.s.Runner
 	opts := LeaseOptions{Wait: wait}
 	if wait {
-		opts.seen, w.opSeen = w.opSeen, nil
+		opts.seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
 	}
+	return w.withLeaseOpts(ctx, c, opts, fn)
+}
+
+// withLeaseOpts is withLease with the Lease options given: the repairer waits for a dead
+// holder without the tick's observation in hand.
+func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts LeaseOptions, fn func(context.Context, *Runner) error) error {
+	r := w.s.Runner
 	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, opts)
 	if err != nil {
 		return errNotAcquired{err}
@@ -662,24 +673,29 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	}
 	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
 	if after.Status.Operation != nil {
-		return nil // interrupted: the next tick resumes it
+		// Interrupted: the next tick resumes it (or, a converge the failover could not
+		// supersede, checks the primary again).
+		return nil
 	}
-	// Ended without a new primary: back off before another automatic attempt, whatever the
-	// cooldown (0 included), so a flapping view or a fence that stays Blocked does not churn
-	// status, labels and Events every interval.
-	w.backoff = w.s.Runner.now().Add(failoverBackoff(c))
+	// An attempt that ended without a new primary is not followed by another for a while,
+	// whatever the cooldown (0 included): a flapping view, or a fence that stays Blocked, must
+	// not churn status, labels and Events every interval. (An attempt that never began, an API
+	// error, is retried at the next tick.)
+	backoff := w.s.Runner.now().Add(failoverBackoff(c))
 	if errors.Is(err, outcome.ErrUnsafe) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
 		// Refused at Confirming (the primary answered, or the replicas disagreed): nothing was
-		// done, and the backoff alone spaces the attempts.
+		// done.
 		if o := w.s.Observer; o != nil {
 			o.Refused(w.key)
 		}
+		w.backoff = backoff
 		return nil
 	}
 	// Failed (Degraded): the attempt also starts the cooldown, so a person decides what comes
 	// next.
 	for _, h := range after.Status.History {
 		if h.Type == OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
+			w.backoff = backoff
 			return w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)
 		}
 	}
@@ -688,7 +704,11 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 
 // withhold records that automatic failover is withheld after a failed attempt.
 func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Time, why string) error {
-	msg := fmt.Sprintf("%s; no automatic failover for failover.cooldown (%s): run 'mysqlctl failover %s' once a person has looked", why, failoverCooldown(c), c.Name)
+	hold := fmt.Sprintf("failover.cooldown (%s)", failoverCooldown(c))
+	if failoverCooldown(c) < failoverBackoff(c) {
+		hold = fmt.Sprintf("%s, the floor under failover.cooldown (%s)", failoverBackoff(c), failoverCooldown(c))
+	}
+	msg := fmt.Sprintf("%s; no automatic failover for %s: run 'mysqlctl failover %s' once a person has looked", why, hold, c.Name)
 	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return errLostRace

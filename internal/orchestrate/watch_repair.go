@@ -56,10 +56,16 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		return nil
 	}
 	if op := c.Status.Operation; op != nil {
-		if op.Type == OperationConverge && w.primaryAnswered(c) {
-			return w.continueConverge(ctx, c)
+		if op.Type != OperationConverge || !w.primaryAnswered(c) || w.s.Runner.now().Before(w.convergeRetry) {
+			return nil
 		}
-		return nil
+		err := w.continueConverge(ctx, c)
+		if err != nil {
+			// Not again every round: each attempt takes the Lease over (an Event and a
+			// status write).
+			w.convergeRetry = w.s.Runner.now().Add(failoverBackoff(c))
+		}
+		return err
 	}
 	if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
 		return nil
@@ -133,21 +139,22 @@ func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlClu
 // within the last three intervals.
 func (w *watcher) primaryAnswered(c *v1.MysqlCluster) bool {
 	at := w.answeredAt.Load()
-	return at != 0 && w.s.Runner.now().Sub(time.Unix(0, at)) < 3*detectionInterval(c)
+	return at != nil && w.s.Runner.now().Sub(*at) < 3*detectionInterval(c)
 }
 
 // continueConverge continues a converge recorded by an actor that stopped (or by this
-// repairer, cut short), as a repair the detector can cancel to fail over.
+// repairer, cut short), as a repair the detector can cancel to fail over. It waits for a dead
+// holder's Lease to expire, as resume does.
 func (w *watcher) continueConverge(ctx context.Context, c *v1.MysqlCluster) error {
 	return w.cancellable(ctx, func(rctx context.Context) error {
-		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+		return w.withLeaseOpts(rctx, c, LeaseOptions{Wait: true}, func(ctx context.Context, r *Runner) error {
 			cur := &v1.MysqlCluster{}
 			if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 				return err
 			}
 			op := cur.Status.Operation
-			if op == nil || op.Type != OperationConverge {
-				return nil
+			if op == nil || op.Type != OperationConverge || cur.Spec.Paused || !w.primaryAnswered(cur) {
+				return nil // changed while the Lease was awaited
 			}
 			w.report(Transition{Action: "resume", Primary: cur.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the converge %s from stage %s (its holder %s stopped)", op.ID, op.Stage, op.Holder)})
 			return r.Converge(ctx, w.key)
@@ -171,8 +178,6 @@ func (w *watcher) cancellable(ctx context.Context, fn func(context.Context) erro
 	if w.failing.Load() {
 		return nil
 	}
-	w.repairing.Store(true)
-	defer w.repairing.Store(false)
 	err := fn(rctx)
 	var na errNotAcquired
 	if err != nil && (rctx.Err() != nil && ctx.Err() == nil || errors.As(err, &na)) {

@@ -294,8 +294,8 @@ func TestWatchFailsOverByItself(t *testing.T) {
 		t.Logf("%s\n%s", w.output(), w.stderr())
 	}
 	c := getCluster(t, ctx, "wa")
-	if h := c.Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Succeeded" {
-		t.Fatalf("history does not start with a succeeded failover: %+v", h)
+	if h := latestOf(c, orchestrate.OperationFailover); h == nil || h.Result != "Succeeded" {
+		t.Fatalf("the latest failover in the history did not succeed: %+v", c.Status.History)
 	}
 	if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy || c.Status.HA.LastFailover == nil {
 		t.Errorf("status.ha after the failover: %+v", c.Status.HA)
@@ -390,6 +390,17 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	t.Run("FenceBlockedWithoutCooldown", func(t *testing.T) { watchRetryFloor(t, ctx, root, pods) })
 }
 
+// latestOf is the latest record of an operation of type typ in the history, nil if none: a
+// watch's repairer may record a converge after it.
+func latestOf(c *v1.MysqlCluster, typ string) *v1.OperationRecord {
+	for i := range c.Status.History {
+		if c.Status.History[i].Type == typ {
+			return &c.Status.History[i]
+		}
+	}
+	return nil
+}
+
 // healthyWK waits until wk is Healthy, with no operation and no errant instance (no writes
 // ran, so every old primary re-joined), and returns it.
 func healthyWK(t *testing.T, ctx context.Context) *v1.MysqlCluster {
@@ -404,10 +415,11 @@ func healthyWK(t *testing.T, ctx context.Context) *v1.MysqlCluster {
 	return getCluster(t, ctx, "wk")
 }
 
-// watchSupersedesLeftConverge: a converge whose actor was killed stays recorded, and the primary
-// is then cut off. A converge needs the primary, so continuing it cannot succeed: the supervisor
-// must keep checking the primary and fail over, superseding the converge, instead of resuming
-// the converge forever (a dead end with a dead primary).
+// watchSupersedesLeftConverge: a converge whose actor was killed stays recorded. With the
+// primary answering, the supervisor continues it. Left again, and the primary then cut off: a
+// converge needs the primary, so continuing it cannot succeed; the supervisor must keep
+// checking the primary and fail over, superseding the converge, instead of resuming the
+// converge forever (a dead end with a dead primary).
 func watchSupersedesLeftConverge(t *testing.T, ctx context.Context, root string, pods []string) {
 	c := healthyWK(t, ctx)
 	primary, stopped := c.Status.CurrentPrimary, ""
@@ -416,16 +428,42 @@ func watchSupersedesLeftConverge(t *testing.T, ctx context.Context, root string,
 			stopped = p
 		}
 	}
-	// A replica that does not replicate: reconcile converges it.
-	if _, err := db(t, mustPodAddr(t, ctx, stopped), root).ExecContext(ctx, "STOP SLAVE"); err != nil {
-		t.Fatal(err)
+	leaveConverge := func() {
+		t.Helper()
+		// A replica that does not replicate: reconcile converges it, and is killed in the middle.
+		if _, err := db(t, mustPodAddr(t, ctx, stopped), root).ExecContext(ctx, "STOP SLAVE"); err != nil {
+			t.Fatal(err)
+		}
+		killAt(t, ctx, orchestrate.StageJoiningReplicas, "reconcile", "wk")
+		if op := getCluster(t, ctx, "wk").Status.Operation; op == nil || op.Type != orchestrate.OperationConverge {
+			t.Fatalf("no converge left recorded by the killed reconcile: %+v", op)
+		}
 	}
-	killAt(t, ctx, orchestrate.StageJoiningReplicas, "reconcile", "wk")
-	if op := getCluster(t, ctx, "wk").Status.Operation; op == nil || op.Type != orchestrate.OperationConverge {
-		t.Fatalf("no converge left recorded by the killed reconcile: %+v", op)
-	}
-	r.Cut(t, "default", primary)
+	leaveConverge()
 	w := startWatch(t, nil, "wk")
+	eventually(t, ctx, "the left converge continued by the watch", func() error {
+		if op := getCluster(t, ctx, "wk").Status.Operation; op != nil {
+			return fmt.Errorf("operation %s at %s", op.Type, op.Stage)
+		}
+		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, stopped), root))
+		if err != nil || s == nil || s["Slave_IO_Running"] != "Yes" {
+			return fmt.Errorf("%s not replicating: %v", stopped, err)
+		}
+		return nil
+	})
+	if h := getCluster(t, ctx, "wk").Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationConverge || h[0].Result != "Succeeded" {
+		t.Errorf("history after the continued converge: %+v", h)
+	}
+	if w.actions(t, "resume", "continuing the converge") == 0 {
+		t.Errorf("the watch did not report continuing the converge:\n%s", w.output())
+	}
+	if code, _ := w.stop(t); code != 0 {
+		t.Errorf("watch: exit %d", code)
+	}
+
+	leaveConverge()
+	r.Cut(t, "default", primary)
+	w = startWatch(t, nil, "wk")
 	eventually(t, ctx, "a failover superseding the converge", func() error {
 		c := getCluster(t, ctx, "wk")
 		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
@@ -586,7 +624,7 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 		}
 	}
 	c := getCluster(t, ctx, "wk")
-	if h := c.Status.History; len(h) == 0 || h[0].Type != orchestrate.OperationFailover || h[0].Result != "Succeeded" {
+	if h := latestOf(c, orchestrate.OperationFailover); h == nil || h.Result != "Succeeded" {
 		t.Fatalf("history: %+v", c.Status.History)
 	}
 	if n := writableCount(t, ctx, root, pods...); n != 1 {
