@@ -655,7 +655,10 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	w.stopRepair()
 	defer w.act.Unlock()
 	w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
-	err := w.withLease(ctx, c, false, func(ctx context.Context, r *Runner) error {
+	// A converge left recorded (the checks go on beside it) may be held by a dead actor: its
+	// Lease is awaited as resume awaits it (a live holder is refused within a renewal), never
+	// judged by that actor's clock.
+	err := w.withLease(ctx, c, c.Status.Operation != nil, func(ctx context.Context, r *Runner) error {
 		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true})
 	})
 	var na errNotAcquired
@@ -672,10 +675,13 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 		return nil
 	}
 	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
-	if after.Status.Operation != nil {
-		// Interrupted: the next tick resumes it (or, a converge the failover could not
-		// supersede, checks the primary again).
-		return nil
+	if op := after.Status.Operation; op != nil {
+		if op.Type == OperationConverge && errors.Is(err, outcome.ErrUnsafe) {
+			// The converge could not be superseded (the primary is not proven dead): the
+			// checks go on, and the next attempt waits as after a refusal.
+			w.backoff = w.s.Runner.now().Add(failoverBackoff(c))
+		}
+		return nil // interrupted: the next tick resumes it
 	}
 	// An attempt that ended without a new primary is not followed by another for a while,
 	// whatever the cooldown (0 included): a flapping view, or a fence that stays Blocked, must
