@@ -89,6 +89,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 		return nil, fmt.Errorf("spec.storage.size %q: %w", storageSize(c), err)
 	}
 	t := toolsFor(c)
+	startup, readiness, liveness := probes(t)
 	replicas := c.Spec.Replicas
 	if replicas == 0 {
 		replicas = 3
@@ -155,54 +156,15 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 						},
 					}},
 					Containers: []corev1.Container{{
-						Name:         ContainerName,
-						Image:        c.Spec.Image,
-						Env:          append([]corev1.EnvVar{rootPassword}, t.env...),
-						Ports:        []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
-						VolumeMounts: mounts,
-						Resources:    c.Spec.Resources,
-						// Started means the server listens for clients: the entrypoint's temporary
-						// init server runs with networking off, so the port opens only for the
-						// server that serves. A TCP connect from the node costs no process, so it
-						// runs every second and a starting pod is Ready about a second after its
-						// server is; it allows an hour (crash recovery of a large data set) before
-						// the kubelet gives up on the container.
-						StartupProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("mysql")}},
-							PeriodSeconds:    1,
-							TimeoutSeconds:   1,
-							FailureThreshold: 3600,
-							SuccessThreshold: 1,
-						},
-						// Ready means the server answers SQL with networking on (not the
-						// entrypoint's temporary init server); whether it replicates correctly is
-						// proven separately by mysqlctl from replication evidence. It runs once
-						// the startup probe has passed, and then every 5 s: an exec probe is a
-						// shell and a client process (and a container exec) per pod each time,
-						// and at every 2 s the probes of 40 pods saturated a 2-core test node.
-						// Nothing of a failover waits for readiness (the supervisor checks the
-						// primary over SQL, and routing follows the role labels it moves); a
-						// dead replica leaves the replica Service after two failed probes,
-						// within about 10 s.
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
-							PeriodSeconds:    5,
-							TimeoutSeconds:   2,
-							FailureThreshold: 2,
-							SuccessThreshold: 1,
-						},
-						// Alive means the process answers at all (ping succeeds even when access
-						// is denied); it runs once the startup probe has passed, and is generous,
-						// so a busy server is not killed.
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-								"sh", "-c", fmt.Sprintf("exec %s --protocol=socket ping", t.admin),
-							}}},
-							PeriodSeconds:    10,
-							TimeoutSeconds:   5,
-							FailureThreshold: 6,
-							SuccessThreshold: 1,
-						},
+						Name:           ContainerName,
+						Image:          c.Spec.Image,
+						Env:            append([]corev1.EnvVar{rootPassword}, t.env...),
+						Ports:          []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
+						VolumeMounts:   mounts,
+						Resources:      c.Spec.Resources,
+						StartupProbe:   startup,
+						ReadinessProbe: readiness,
+						LivenessProbe:  liveness,
 					}},
 					Volumes: []corev1.Volume{
 						{Name: "conf", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -257,4 +219,51 @@ func storageSize(c *v1.MysqlCluster) string {
 		return c.Spec.Storage.Size
 	}
 	return "10Gi"
+}
+
+// probes returns the database container's startup, readiness and liveness probes.
+func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
+	// Started means the server listens for clients: the entrypoint's temporary
+	// init server runs with networking off, so the port opens only for the
+	// server that serves. A TCP connect from the node costs no process, so it
+	// runs every second and a starting pod is Ready about a second after its
+	// server is; it allows an hour (crash recovery of a large data set) before
+	// the kubelet gives up on the container.
+	startup = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("mysql")}},
+		PeriodSeconds:    1,
+		TimeoutSeconds:   1,
+		FailureThreshold: 3600,
+		SuccessThreshold: 1,
+	}
+	// Ready means the server answers SQL with networking on (not the
+	// entrypoint's temporary init server); whether it replicates correctly is
+	// proven separately by mysqlctl from replication evidence. It runs once
+	// the startup probe has passed, and then every 5 s: an exec probe is a
+	// shell and a client process (and a container exec) per pod each time,
+	// and at every 2 s the probes of 40 pods saturated a 2-core test node.
+	// Nothing of a failover waits for readiness (the supervisor checks the
+	// primary over SQL, and routing follows the role labels it moves); a
+	// dead replica leaves the replica Service after two failed probes,
+	// within about 10 s.
+	readiness = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
+		PeriodSeconds:    5,
+		TimeoutSeconds:   2,
+		FailureThreshold: 2,
+		SuccessThreshold: 1,
+	}
+	// Alive means the process answers at all (ping succeeds even when access
+	// is denied); it runs once the startup probe has passed, and is generous,
+	// so a busy server is not killed.
+	liveness = &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+			"sh", "-c", fmt.Sprintf("exec %s --protocol=socket ping", t.admin),
+		}}},
+		PeriodSeconds:    10,
+		TimeoutSeconds:   5,
+		FailureThreshold: 6,
+		SuccessThreshold: 1,
+	}
+	return startup, readiness, liveness
 }
