@@ -333,14 +333,19 @@ func (l *Lease) renewLoop(ctx context.Context) {
 	}
 }
 
+// markLost records why the lease was lost, cancels the lease's context and only then closes
+// Lost, so whoever wakes on Lost finds the context already cancelled.
 func (l *Lease) markLost(err error) {
 	l.mu.Lock()
-	if l.lostErr == nil {
+	first := l.lostErr == nil
+	if first {
 		l.lostErr = err
-		close(l.lost)
 	}
 	l.mu.Unlock()
 	l.cancel()
+	if first {
+		close(l.lost)
+	}
 }
 
 // Check proves the lease is still this actor's: nil when the last successful renewal was sent
