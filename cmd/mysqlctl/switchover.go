@@ -14,6 +14,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // SwitchoverOptions holds the switchover command's flags.
@@ -189,8 +190,13 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 		return fmt.Errorf("lost the lease on %s (%w); its recorded stage is kept for whoever holds it now: %w", cluster.Name, lease.Check(), err)
 	default:
 	}
-	if errors.Is(err, context.DeadlineExceeded) || (err != nil && ctx.Err() != nil) {
+	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("%w after %s: %w (run 'resume %s' to continue from the recorded stage)", outcomeTimedOut(), timeout, err, cluster.Name)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, outcome.ErrUnsafe) && !errors.Is(err, outcome.ErrHeld) {
+		// A server that did not answer in time (a dial or query timeout) well inside --timeout:
+		// the step failed (exit 1); it is not the command's own timeout (exit 3).
+		return fmt.Errorf("%v (run 'resume %s' to continue from the recorded stage)", err, cluster.Name)
 	}
 	return err
 }

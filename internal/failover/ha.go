@@ -119,3 +119,31 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	}
 	return Assessment{State: HAFailoverRequired, Reason: j.Reason, Failover: true, Next: p.Interval}
 }
+
+// GiveWaySlack is how much older than three detection intervals a supervisor's last recorded
+// failed check may be while it still fails over: a supervisor refused the cluster's Lease by a
+// live holder records its next check only after that refusal (up to a renewal and a poll, a few
+// seconds).
+const GiveWaySlack = 10 * time.Second
+
+// ConvergeGivesWay decides whether a converge (re-joining replicas to the recorded primary, which
+// it needs alive) stops, its stage kept, so that a supervisor's automatic failover can take the
+// cluster: the supervisor recorded the primary dead (state FailoverRequired) at a failed check
+// recent enough to be a live supervisor's, and the policy lets it fail over. A record further
+// from now than three intervals and GiveWaySlack (older, or newer: clocks differ) may be a dead
+// supervisor's and is not obeyed, so a stale record never keeps a converge from running;
+// stopping is always safe (every converge stage is idempotent and the failover supersedes the
+// converge).
+func ConvergeGivesWay(state string, lastFailedCheck time.Time, p Policy, now time.Time) (bool, string) {
+	if state != HAFailoverRequired || lastFailedCheck.IsZero() || p.Paused || !p.Auto {
+		return false, ""
+	}
+	if p.Interval <= 0 {
+		p.Interval = time.Second
+	}
+	window := 3*p.Interval + GiveWaySlack
+	if d := now.Sub(lastFailedCheck); d > window || d < -window {
+		return false, ""
+	}
+	return true, fmt.Sprintf("the supervisor recorded the primary dead at a check at %s and fails over automatically", lastFailedCheck.UTC().Format(time.RFC3339))
+}

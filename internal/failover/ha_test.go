@@ -51,3 +51,37 @@ func TestAssess(t *testing.T) {
 		})
 	}
 }
+
+func TestConvergeGivesWay(t *testing.T) {
+	now := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	auto := Policy{Interval: 2 * time.Second, Auto: true}
+	cases := []struct {
+		name  string
+		state string
+		at    time.Time
+		p     Policy
+		want  bool
+	}{
+		{"dead at the last check", HAFailoverRequired, now.Add(-time.Second), auto, true},
+		{"dead, the supervisor's clock a little ahead", HAFailoverRequired, now.Add(5 * time.Second), auto, true},
+		{"dead three intervals and the slack ago", HAFailoverRequired, now.Add(-6*time.Second - GiveWaySlack), auto, true},
+		{"a stale record: the supervisor may be gone", HAFailoverRequired, now.Add(-7*time.Second - GiveWaySlack), auto, false},
+		{"a record far ahead of this clock", HAFailoverRequired, now.Add(time.Minute), auto, false},
+		{"no failed check recorded", HAFailoverRequired, time.Time{}, auto, false},
+		{"suspected only", HASuspected, now, auto, false},
+		{"withheld (Degraded)", HADegraded, now, auto, false},
+		{"failover.auto false: nobody fails over", HAFailoverRequired, now, Policy{Interval: time.Second}, false},
+		{"paused: nobody fails over", HAFailoverRequired, now, Policy{Interval: time.Second, Auto: true, Paused: true}, false},
+		{"interval unset counts as one second", HAFailoverRequired, now.Add(-3*time.Second - GiveWaySlack), Policy{Auto: true}, true},
+		{"interval unset, older than that", HAFailoverRequired, now.Add(-4*time.Second - GiveWaySlack), Policy{Auto: true}, false},
+	}
+	for _, tc := range cases {
+		got, why := ConvergeGivesWay(tc.state, tc.at, tc.p, now)
+		if got != tc.want {
+			t.Errorf("%s: gives way %v, want %v", tc.name, got, tc.want)
+		}
+		if got && !strings.Contains(why, tc.at.UTC().Format(time.RFC3339)) {
+			t.Errorf("%s: the reason %q does not name the check's time", tc.name, why)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
@@ -237,6 +238,11 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			return err
 		}
 		op := cluster.Status.Operation
+		if op == nil && converge || op != nil && op.Type == OperationConverge {
+			if err := r.giveWayToFailover(cluster); err != nil {
+				return err
+			}
+		}
 		if op == nil {
 			typ := OperationBootstrap
 			if cluster.Status.Phase == v1.PhaseRunning || cluster.Status.Phase == v1.PhaseDegraded && cluster.Status.CurrentPrimary != "" {
@@ -298,6 +304,27 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			return ErrStopped
 		}
 	}
+}
+
+// giveWayToFailover ends a converge, its stage kept, when a live supervisor recorded the primary
+// dead and fails it over automatically: a converge needs that primary, so going on would only
+// hold the cluster's Lease, and with it the failover, until the converge timed out. The
+// failover supersedes the recorded converge.
+func (r *Runner) giveWayToFailover(c *v1.MysqlCluster) error {
+	ha := c.Status.HA
+	if ha == nil || ha.LastFailedCheck == nil || c.Status.CurrentPrimary == "" {
+		return nil
+	}
+	ok, why := failover.ConvergeGivesWay(string(ha.State), ha.LastFailedCheck.Time, policyOf(c), r.now())
+	if !ok {
+		return nil
+	}
+	what := "the converge of " + c.Name
+	if op := c.Status.Operation; op != nil {
+		what += " (" + op.ID + ", stage " + op.Stage + ")"
+	}
+	return fmt.Errorf("%w: %s gave way to a failover of its primary %s: %s; the failover supersedes the converge and re-points the replicas: see 'status %s', and run 'reconcile %s' again if replicas are left to converge once it shows a Healthy primary",
+		outcome.ErrHeld, what, c.Status.CurrentPrimary, why, c.Name, c.Name)
 }
 
 // step runs the recorded stage of op once: it reports progress, runs the stage, and persists

@@ -147,6 +147,7 @@ type watcher struct {
 	checkedAt time.Time
 	seeded    bool
 	held      string // the operation last found held by a live actor, reported once
+	blocked   bool   // the last automatic failover was not started (the cluster held), reported once
 	// wake makes the next check start at once (the sentinel session on the primary ended, or
 	// an informer saw a change); minGap keeps woken checks apart.
 	wake   chan struct{}
@@ -516,6 +517,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return interval, err
 	}
 	if !a.Failover {
+		w.blocked = false
 		return a.Next, nil
 	}
 	if o := w.s.Observer; o != nil {
@@ -523,8 +525,13 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 			o.Decided(w.key, obs.now().Sub(w.checks[len(w.checks)-n].At))
 		}
 	}
-	err = w.failover(ctx, c)
-	w.checks = nil
+	started, err := w.failover(ctx, c)
+	if started {
+		w.checks = nil
+	}
+	// Not started (another actor holds the cluster): the checks go on counting, so the
+	// recorded FailoverRequired stays fresh, and a converge holding the cluster sees it and
+	// gives way (giveWayToFailover); the next check tries again.
 	return interval, err
 }
 
@@ -648,13 +655,15 @@ func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts Le
 // failover starts an automatic failover from the supervisor's checks. One that ends without a
 // new primary is not retried automatically inside the cooldown: the cluster is Degraded with
 // what a person can do.
-func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
+func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
 	started := w.s.Runner.now()
 	w.failing.Store(true)
 	defer w.failing.Store(false)
 	w.stopRepair()
 	defer w.act.Unlock()
-	w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
+	if !w.blocked {
+		w.report(Transition{Action: "failover", Primary: c.Status.CurrentPrimary, Reason: "the primary is dead: failing over automatically"})
+	}
 	// A converge left recorded (the checks go on beside it) may be held by a dead actor: its
 	// Lease is awaited as resume awaits it (a live holder is refused within a renewal), never
 	// judged by that actor's clock.
@@ -663,16 +672,20 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 	})
 	var na errNotAcquired
 	if errors.As(err, &na) {
-		w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
-		return nil
+		if !w.blocked {
+			w.blocked = true // reported once while the cluster stays held
+			w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
+		}
+		return false, nil
 	}
+	w.blocked = false
 	after := &v1.MysqlCluster{}
 	if gerr := w.s.Runner.Kube.Get(ctx, w.key, after); gerr != nil {
-		return errors.Join(err, gerr)
+		return true, errors.Join(err, gerr)
 	}
 	if err == nil {
 		w.report(Transition{Action: "failover", Primary: after.Status.CurrentPrimary, Reason: "failover succeeded: " + lastMessage(after, OperationFailover)})
-		return nil
+		return true, nil
 	}
 	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
 	if op := after.Status.Operation; op != nil {
@@ -681,7 +694,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 			// checks go on, and the next attempt waits as after a refusal.
 			w.backoff = w.s.Runner.now().Add(failoverBackoff(c))
 		}
-		return nil // interrupted: the next tick resumes it
+		return true, nil // interrupted: the next tick resumes it
 	}
 	// An attempt that ended without a new primary is not followed by another for a while,
 	// whatever the cooldown (0 included): a flapping view, or a fence that stays Blocked, must
@@ -695,17 +708,17 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) error {
 			o.Refused(w.key)
 		}
 		w.backoff = backoff
-		return nil
+		return true, nil
 	}
 	// Failed (Degraded): the attempt also starts the cooldown, so a person decides what comes
 	// next.
 	for _, h := range after.Status.History {
 		if h.Type == OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
 			w.backoff = backoff
-			return w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)
+			return true, w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // withhold records that automatic failover is withheld after a failed attempt.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -387,7 +388,85 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("LiveConvergeGivesWay", func(t *testing.T) { watchOutlastsLiveConverge(t, ctx, root, pods) })
+	if t.Failed() {
+		return
+	}
 	t.Run("FenceBlockedWithoutCooldown", func(t *testing.T) { watchRetryFloor(t, ctx, root, pods) })
+}
+
+// watchOutlastsLiveConverge: a converge run elsewhere (a reconcile in a CI job) holds the
+// cluster's Lease and renews it when the primary dies. The supervisor cannot take the Lease,
+// so it must keep its record of the dead primary fresh (FailoverRequired at a recent check,
+// never falling back to Suspected between refused attempts) for as long as it is refused: that
+// record is what makes the converge give way (failover.ConvergeGivesWay, evaluated here as
+// the converge evaluates it). Once the holder gives way and releases the Lease, the failover
+// supersedes the converge.
+func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, pods []string) {
+	c := healthyWK(t, ctx)
+	primary := c.Status.CurrentPrimary
+	w := startWatch(t, nil, "wk")
+	w.supervising(t, ctx)
+	k := kube(t)
+	lctx, lease, err := orchestrate.AcquireLease(ctx, k, c, "reconcile-elsewhere", orchestrate.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			lease.Release(ctx)
+		}
+	}()
+	if err := orchestrate.UpdateStatus(ctx, k, c, func(s *v1.MysqlClusterStatus) error {
+		s.Operation = &v1.OperationStatus{ID: fmt.Sprintf("converge-%d", time.Now().Unix()), Type: orchestrate.OperationConverge,
+			Stage: orchestrate.StageVerifyingConvergence, Holder: lease.Holder, Epoch: lease.Epoch, StartedAt: metav1.Now()}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.Cut(t, "default", primary)
+	givesWay := func() (bool, string) {
+		c := getCluster(t, ctx, "wk")
+		ha := c.Status.HA
+		if ha == nil || ha.LastFailedCheck == nil {
+			return false, fmt.Sprintf("ha %+v", ha)
+		}
+		ok, _ := failover.ConvergeGivesWay(string(ha.State), ha.LastFailedCheck.Time, failover.Policy{Interval: time.Second, Auto: true}, time.Now())
+		return ok, fmt.Sprintf("%s, last failed check %s ago (%d failed)", ha.State, time.Since(ha.LastFailedCheck.Time).Round(time.Millisecond), ha.FailedChecks)
+	}
+	eventually(t, ctx, "the primary recorded dead beside the live converge", func() error {
+		if ok, why := givesWay(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+	// Held for a while: refused attempts must not reset the record.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if ok, why := givesWay(); !ok {
+			t.Fatalf("while the converge held the cluster the record stopped saying the primary is dead: %s", why)
+		}
+		if lctx.Err() != nil {
+			t.Fatalf("the converge's Lease was lost while it renewed: %v", lease.Check())
+		}
+	}
+	if n := w.actions(t, "failover", "not started"); n != 1 {
+		t.Errorf("the refused attempts were reported %d times, want once:\n%s", n, w.output())
+	}
+	// The converge gives way: it releases the Lease and ends.
+	lease.Release(ctx)
+	released = true
+	eventually(t, ctx, "a failover superseding the converge", func() error {
+		c := getCluster(t, ctx, "wk")
+		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %+v", c.Status.CurrentPrimary, c.Status.Operation)
+		}
+		return nil
+	})
+	if h := latestOf(getCluster(t, ctx, "wk"), orchestrate.OperationConverge); h == nil || h.Result != "Superseded" {
+		t.Errorf("the converge is not recorded as superseded: %+v", h)
+	}
+	cutPrimaryBack(t, ctx, w, root, primary, pods)
 }
 
 // latestOf is the latest record of an operation of type typ in the history, nil if none: a
