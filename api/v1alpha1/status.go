@@ -419,6 +419,12 @@ type HAStatus struct {
 	// When the last failover ended, or an automatic one failed; failover.cooldown counts from it.
 	// +optional
 	LastFailover *metav1.Time `json:"lastFailover,omitempty"`
+	// When the supervisor's automatic failover was first refused the cluster's Lease by another
+	// actor, in the current run of refusals; cleared once a failover starts or is no longer
+	// called for. A converge run elsewhere that sees it, and sees the supervisor still rewriting
+	// this record, gives way (it stops at its stage and releases the Lease).
+	// +optional
+	WaitingForLease *metav1.Time `json:"waitingForLease,omitempty"`
 }
 
 // OperationStatus is the operation in progress, persisted stage by stage.

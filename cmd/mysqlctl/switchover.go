@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
-	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // SwitchoverOptions holds the switchover command's flags.
@@ -183,20 +181,15 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 		}
 	}
 	err = fn(lctx, r)
-	select {
-	case <-lease.Lost():
+	if lerr := lease.LostErr(); lerr != nil {
 		// Why it was lost (taken over, deleted, or not renewed in time) comes first: the
 		// action's own error is only how the loss cut it short.
-		return fmt.Errorf("lost the lease on %s (%w); its recorded stage is kept for whoever holds it now: %w", cluster.Name, lease.Check(), err)
-	default:
+		return fmt.Errorf("lost the lease on %s (%w); its recorded stage is kept for whoever holds it now: %w", cluster.Name, lerr, err)
 	}
 	if err != nil && ctx.Err() != nil {
+		// The command's own --timeout passed (a server's dial or query timeout inside it is
+		// reported as itself).
 		return fmt.Errorf("%w after %s: %w (run 'resume %s' to continue from the recorded stage)", outcomeTimedOut(), timeout, err, cluster.Name)
-	}
-	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, outcome.ErrUnsafe) && !errors.Is(err, outcome.ErrHeld) {
-		// A server that did not answer in time (a dial or query timeout) well inside --timeout:
-		// the step failed (exit 1); it is not the command's own timeout (exit 3).
-		return fmt.Errorf("%v (run 'resume %s' to continue from the recorded stage)", err, cluster.Name)
 	}
 	return err
 }

@@ -120,30 +120,54 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	return Assessment{State: HAFailoverRequired, Reason: j.Reason, Failover: true, Next: p.Interval}
 }
 
-// GiveWaySlack is how much older than three detection intervals a supervisor's last recorded
-// failed check may be while it still fails over: a supervisor refused the cluster's Lease by a
-// live holder records its next check only after that refusal (up to a renewal and a poll, a few
-// seconds).
+// GiveWaySlack is how much longer than three detection intervals a supervisor refused the
+// cluster's Lease may take to rewrite its record: it records its next check only after the
+// refusal (up to a renewal and a poll, a few seconds).
 const GiveWaySlack = 10 * time.Second
+
+// RecordLiveness follows, on its reader's own clock, whether a supervisor keeps rewriting its
+// record of the primary's failed checks: a live supervisor whose primary stays dead rewrites
+// it at every check, a dead one never again. Times written by the supervisor are compared only
+// with each other, never with the reader's clock, so clocks that differ change nothing.
+type RecordLiveness struct {
+	failed    int32
+	at        time.Time
+	seen      bool
+	changedAt time.Time
+}
+
+// See records one reading of the record (its failed-check count and the time of the last
+// failed check, as written) at now, the reader's clock.
+func (l *RecordLiveness) See(failed int32, at time.Time, now time.Time) {
+	if l.seen && (failed != l.failed || !at.Equal(l.at)) {
+		l.changedAt = now
+	}
+	l.failed, l.at, l.seen = failed, at, true
+}
+
+// Live reports whether the record changed between two readings within window of now.
+func (l *RecordLiveness) Live(now time.Time, window time.Duration) bool {
+	return !l.changedAt.IsZero() && now.Sub(l.changedAt) <= window
+}
 
 // ConvergeGivesWay decides whether a converge (re-joining replicas to the recorded primary, which
 // it needs alive) stops, its stage kept, so that a supervisor's automatic failover can take the
-// cluster: the supervisor recorded the primary dead (state FailoverRequired) at a failed check
-// recent enough to be a live supervisor's, and the policy lets it fail over. A record further
-// from now than three intervals and GiveWaySlack (older, or newer: clocks differ) may be a dead
-// supervisor's and is not obeyed, so a stale record never keeps a converge from running;
-// stopping is always safe (every converge stage is idempotent and the failover supersedes the
-// converge).
-func ConvergeGivesWay(state string, lastFailedCheck time.Time, p Policy, now time.Time) (bool, string) {
-	if state != HAFailoverRequired || lastFailedCheck.IsZero() || p.Paused || !p.Auto {
+// cluster: the supervisor recorded the primary dead (FailoverRequired), recorded that its
+// failover was refused the cluster's Lease (waiting), is still rewriting that record (live: it
+// changed between two of the converge's own readings within three intervals and GiveWaySlack),
+// and the policy lets it fail over. A supervisor that is gone, that backs off, or that holds
+// the Lease and was refused by the failover's own checks (a primary that restarted read-only)
+// stops nothing, so the rule never keeps a converge from running for good. Stopping changes no
+// server: every converge stage is idempotent and runs again from its record.
+func ConvergeGivesWay(state string, waiting bool, l *RecordLiveness, p Policy, now time.Time) (bool, string) {
+	if state != HAFailoverRequired || !waiting || p.Paused || !p.Auto {
 		return false, ""
 	}
 	if p.Interval <= 0 {
 		p.Interval = time.Second
 	}
-	window := 3*p.Interval + GiveWaySlack
-	if d := now.Sub(lastFailedCheck); d > window || d < -window {
+	if !l.Live(now, 3*p.Interval+GiveWaySlack) {
 		return false, ""
 	}
-	return true, fmt.Sprintf("the supervisor recorded the primary dead at a check at %s and fails over automatically", lastFailedCheck.UTC().Format(time.RFC3339))
+	return true, "the supervisor found it dead, fails over automatically and waits for the cluster's Lease"
 }

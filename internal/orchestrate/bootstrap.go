@@ -118,6 +118,9 @@ type Runner struct {
 	// background, when set, makes Events and the disruption budget's update asynchronous (off
 	// the operation's critical path); the operation waits for them before it returns.
 	background *sidework
+	// haSeen follows the supervisor's record of failed checks across this run's readings (a
+	// converge gives way only to a supervisor seen rewriting it).
+	haSeen failover.RecordLiveness
 	// creds, when set, keeps the credentials read during one operation run, so that its stages
 	// do not read the Secret again each.
 	creds map[string]credentials
@@ -306,16 +309,19 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 	}
 }
 
-// giveWayToFailover ends a converge, its stage kept, when a live supervisor recorded the primary
-// dead and fails it over automatically: a converge needs that primary, so going on would only
-// hold the cluster's Lease, and with it the failover, until the converge timed out. The
-// failover supersedes the recorded converge.
+// giveWayToFailover ends a converge, its stage kept, when a live supervisor found the primary
+// dead and its automatic failover waits for the cluster's Lease (failover.ConvergeGivesWay): a
+// converge needs that primary, so going on would only hold the Lease, and with it the
+// failover, until the converge timed out. The failover supersedes the recorded converge.
+// Whether the supervisor is live is judged from this run's own readings of its record.
 func (r *Runner) giveWayToFailover(c *v1.MysqlCluster) error {
 	ha := c.Status.HA
 	if ha == nil || ha.LastFailedCheck == nil || c.Status.CurrentPrimary == "" {
 		return nil
 	}
-	ok, why := failover.ConvergeGivesWay(string(ha.State), ha.LastFailedCheck.Time, policyOf(c), r.now())
+	now := r.now()
+	r.haSeen.See(ha.FailedChecks, ha.LastFailedCheck.Time, now)
+	ok, why := failover.ConvergeGivesWay(string(ha.State), ha.WaitingForLease != nil, &r.haSeen, policyOf(c), now)
 	if !ok {
 		return nil
 	}

@@ -246,6 +246,7 @@ func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []strin
 	}
 	if out.State != state {
 		out.Since = &now
+		out.WaitingForLease = nil // a wait of FailoverRequired only
 	}
 	out.State = state
 	if evidence != nil {

@@ -379,6 +379,15 @@ func since(t time.Time) time.Duration {
 	return max(time.Since(t), time.Now().Round(0).Sub(t.Round(0)))
 }
 
+// LostErr is why the lease was lost, nil while it was not. It is set before the lease's context
+// is cancelled, so an action cut short by that cancellation always finds it (Lost may still be
+// closing).
+func (l *Lease) LostErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr
+}
+
 // Lost is closed when the lease was lost.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 

@@ -429,6 +429,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	interval := detectionInterval(c)
 	w.minGap = interval / 8
+	// A refused failover's streak (see failover) lasts only while the ticks keep checking.
+	blocked := w.blocked
+	w.blocked = false
 	if req, err := requestOf(c); req != nil || err != nil {
 		// A command run elsewhere handed its request to this supervisor. Failed checks of the
 		// primary are forgotten only when the request may have changed it.
@@ -452,7 +455,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 		return interval, w.resume(ctx, c, &v1.OperationStatus{ID: up.ID, Type: OperationUpgrade, Stage: "handoff", Holder: "the upgrade's actor"})
 	}
-	w.held = ""
+	w.held, w.blocked = "", blocked
 	primary := c.Status.CurrentPrimary
 	if primary == "" {
 		return interval, nil // not bootstrapped: nothing to supervise yet
@@ -469,7 +472,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return interval, err
 	}
 	// A check's timeout is shorter than the interval, so checks never pile up.
-	if n := len(w.checks); n > 0 && !w.checks[n-1].At.IsZero() && obs.now().Sub(w.checks[n-1].At) > 3*interval {
+	gap := 3 * interval
+	if w.blocked {
+		gap = max(gap, LeaseDuration) // each refused attempt waited for the Lease's holder
+	}
+	if n := len(w.checks); n > 0 && !w.checks[n-1].At.IsZero() && obs.now().Sub(w.checks[n-1].At) > gap {
 		// Checks that old (this process was paused, or an operation ran meanwhile) no
 		// longer count as consecutive.
 		w.checks = nil
@@ -520,7 +527,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.blocked = false
 		return a.Next, nil
 	}
-	if o := w.s.Observer; o != nil {
+	if o := w.s.Observer; o != nil && !w.blocked { // decided once, not at every refused attempt
 		if n := failover.FailedChecks(w.checks); n > 0 && n <= len(w.checks) {
 			o.Decided(w.key, obs.now().Sub(w.checks[len(w.checks)-n].At))
 		}
@@ -571,10 +578,18 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	if failed > 0 {
 		uid = ch.PodUID
 	}
+	// waiting: the failover is called for and was refused the cluster's Lease at the last
+	// attempt (failover sets the mark); anything else clears it.
+	waiting := w.blocked && a.Failover
 	prev := ""
 	if h := c.Status.HA; h != nil {
 		prev = string(h.State)
-		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid {
+		// A record unchanged is not written again, unless it still names a wait that ended or its
+		// last failed check is an interval old: a primary that stays dead keeps its record fresh
+		// (a converge elsewhere gives way only to a supervisor seen rewriting it), also once the
+		// count stops growing at the 100 checks kept.
+		stale := failed > 0 && h.LastFailedCheck != nil && ch.At.Sub(h.LastFailedCheck.Time) >= max(detectionInterval(c), time.Second)
+		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid && (waiting || h.WaitingForLease == nil) && !stale {
 			return nil
 		}
 	}
@@ -589,6 +604,9 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		}
 		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence)
 		s.HA.FailedChecks, s.HA.SuspectedPodUID = failed, uid
+		if !waiting {
+			s.HA.WaitingForLease = nil
+		}
 		s.HA.LastFailedCheck = nil
 		if failed > 0 {
 			at := metav1.NewTime(ch.At)
@@ -676,7 +694,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) (bool, error
 			w.blocked = true // reported once while the cluster stays held
 			w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
 		}
-		return false, nil
+		return false, w.markWaiting(ctx, c)
 	}
 	w.blocked = false
 	after := &v1.MysqlCluster{}
@@ -719,6 +737,30 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) (bool, error
 		}
 	}
 	return true, nil
+}
+
+// markWaiting records that the automatic failover called for waits for the cluster's Lease: a
+// converge holding it gives way once it sees the mark (and this supervisor still rewriting its
+// record). Written only while the record says FailoverRequired, beside no operation but a
+// converge, as record writes.
+func (w *watcher) markWaiting(ctx context.Context, c *v1.MysqlCluster) error {
+	if h := c.Status.HA; h != nil && h.WaitingForLease != nil {
+		return nil
+	}
+	now := metav1.NewTime(w.s.Runner.now())
+	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Operation != nil && s.Operation.Type != OperationConverge || s.HA == nil || s.HA.State != v1.HAFailoverRequired {
+			return errLostRace
+		}
+		if s.HA.WaitingForLease == nil {
+			s.HA.WaitingForLease = &now
+		}
+		return nil
+	})
+	if errors.Is(err, errLostRace) {
+		return nil
+	}
+	return err
 }
 
 // withhold records that automatic failover is withheld after a failed attempt.

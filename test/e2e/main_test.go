@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,6 +49,13 @@ func TestMain(m *testing.M) {
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build mysqlctl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	// The tests marked parallel mostly wait (Lease expiries, restarts, backoffs): three at a
+	// time keep two cores busy without starving one. Set before the flags are parsed, so a
+	// -parallel on the command line still wins.
+	if err := flag.Set("test.parallel", "3"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := rig.Main(m, &r, rig.Options{})

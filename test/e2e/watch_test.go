@@ -18,9 +18,14 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/test/rig"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // watchProc is a `watch` process running in the background.
@@ -364,6 +369,7 @@ func TestWatchFailsOverByItself(t *testing.T) {
 // finishes it, with one writable instance. One cluster (cooldown 0) goes through every stage of
 // a failover.
 func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
+	t.Parallel() // mostly waiting (Lease expiry at every stage): runs beside other such tests, after the serial ones
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "wk", 3)
@@ -396,66 +402,99 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 }
 
 // watchOutlastsLiveConverge: a converge run elsewhere (a reconcile in a CI job) holds the
-// cluster's Lease and renews it when the primary dies. The supervisor cannot take the Lease,
-// so it must keep its record of the dead primary fresh (FailoverRequired at a recent check,
-// never falling back to Suspected between refused attempts) for as long as it is refused: that
-// record is what makes the converge give way (failover.ConvergeGivesWay, evaluated here as
-// the converge evaluates it). Once the holder gives way and releases the Lease, the failover
-// supersedes the converge.
+// cluster's Lease, renews it and waits (for a pod it reads as not ready) when the primary dies.
+// The supervisor cannot take the Lease: it must keep its record of the dead primary fresh and
+// mark its failover as waiting for the Lease (FailoverRequired, waitingForLease, rewritten at
+// every check, never falling back to Suspected between refused attempts), reported once. The
+// converge, seeing that, gives way: it ends with ErrHeld, its stage kept, and releases the
+// Lease; the failover then supersedes it.
 func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, pods []string) {
 	c := healthyWK(t, ctx)
-	primary := c.Status.CurrentPrimary
+	primary, notReady := c.Status.CurrentPrimary, ""
+	for _, p := range pods {
+		if p != primary {
+			notReady = p
+		}
+	}
 	w := startWatch(t, nil, "wk")
 	w.supervising(t, ctx)
-	k := kube(t)
+	// The converge's client reads notReady as not ready: the converge waits for it.
+	base, err := client.NewWithWatch(r.Config, client.Options{Scheme: clientScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := interceptor.NewClient(base, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if pl, ok := list.(*corev1.PodList); ok {
+			for i := range pl.Items {
+				if pl.Items[i].Name == notReady {
+					pl.Items[i].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+				}
+			}
+		}
+		return nil
+	}})
 	lctx, lease, err := orchestrate.AcquireLease(ctx, k, c, "reconcile-elsewhere", orchestrate.LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	released := false
-	defer func() {
-		if !released {
-			lease.Release(ctx)
-		}
-	}()
+	defer lease.Release(context.WithoutCancel(ctx))
 	if err := orchestrate.UpdateStatus(ctx, k, c, func(s *v1.MysqlClusterStatus) error {
 		s.Operation = &v1.OperationStatus{ID: fmt.Sprintf("converge-%d", time.Now().Unix()), Type: orchestrate.OperationConverge,
-			Stage: orchestrate.StageVerifyingConvergence, Holder: lease.Holder, Epoch: lease.Epoch, StartedAt: metav1.Now()}
+			Stage: orchestrate.StageWaitingForPods, Holder: lease.Holder, Epoch: lease.Epoch, StartedAt: metav1.Now()}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	r.Cut(t, "default", primary)
+	// The record as a converge reads it, on this clock.
+	var seen failover.RecordLiveness
 	givesWay := func() (bool, string) {
 		c := getCluster(t, ctx, "wk")
 		ha := c.Status.HA
 		if ha == nil || ha.LastFailedCheck == nil {
 			return false, fmt.Sprintf("ha %+v", ha)
 		}
-		ok, _ := failover.ConvergeGivesWay(string(ha.State), ha.LastFailedCheck.Time, failover.Policy{Interval: time.Second, Auto: true}, time.Now())
-		return ok, fmt.Sprintf("%s, last failed check %s ago (%d failed)", ha.State, time.Since(ha.LastFailedCheck.Time).Round(time.Millisecond), ha.FailedChecks)
+		seen.See(ha.FailedChecks, ha.LastFailedCheck.Time, time.Now())
+		ok, _ := failover.ConvergeGivesWay(string(ha.State), ha.WaitingForLease != nil, &seen, failover.Policy{Interval: time.Second, Auto: true}, time.Now())
+		return ok, fmt.Sprintf("%s, waiting for the Lease since %v, %d failed checks", ha.State, ha.WaitingForLease, ha.FailedChecks)
 	}
-	eventually(t, ctx, "the primary recorded dead beside the live converge", func() error {
+	eventually(t, ctx, "the failover waiting for the Lease held by the converge", func() error {
 		if ok, why := givesWay(); !ok {
 			return errors.New(why)
 		}
 		return nil
 	})
-	// Held for a while: refused attempts must not reset the record.
+	// Held for a while: refused attempts must neither reset nor stop rewriting the record.
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		if ok, why := givesWay(); !ok {
-			t.Fatalf("while the converge held the cluster the record stopped saying the primary is dead: %s", why)
+			t.Fatalf("while the converge held the cluster the record stopped saying the failover waits for it: %s", why)
 		}
 		if lctx.Err() != nil {
-			t.Fatalf("the converge's Lease was lost while it renewed: %v", lease.Check())
+			t.Fatalf("the converge's Lease was lost while it renewed: %v", lease.LostErr())
 		}
 	}
 	if n := w.actions(t, "failover", "not started"); n != 1 {
 		t.Errorf("the refused attempts were reported %d times, want once:\n%s", n, w.output())
 	}
-	// The converge gives way: it releases the Lease and ends.
+	// The converge runs (its holder went on with it): it must give way.
+	runner := &orchestrate.Runner{Kube: k, Holder: lease.Holder, Epoch: lease.Epoch, Lease: lease,
+		Connect: func(_ context.Context, p *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
+			return topology.Connect(topology.Target{Name: p.Name, Host: p.Status.PodIP, Port: 3306}, topology.ConnectOptions{Dialer: topology.DirectDialer{Timeout: 2 * time.Second}, Credentials: creds})
+		}}
+	done := make(chan error, 1)
+	go func() { done <- runner.Converge(lctx, client.ObjectKey{Namespace: "default", Name: "wk"}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, outcome.ErrHeld) || !strings.Contains(err.Error(), "gave way to a failover") {
+			t.Errorf("the converge ended with %v, want ErrHeld: it gave way", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the converge kept the cluster while the failover waited for it")
+	}
 	lease.Release(ctx)
-	released = true
 	eventually(t, ctx, "a failover superseding the converge", func() error {
 		c := getCluster(t, ctx, "wk")
 		if c.Status.CurrentPrimary == primary || c.Status.Operation != nil {
@@ -465,6 +504,9 @@ func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, p
 	})
 	if h := latestOf(getCluster(t, ctx, "wk"), orchestrate.OperationConverge); h == nil || h.Result != "Superseded" {
 		t.Errorf("the converge is not recorded as superseded: %+v", h)
+	}
+	if ha := getCluster(t, ctx, "wk").Status.HA; ha != nil && ha.WaitingForLease != nil {
+		t.Errorf("the wait for the Lease is still recorded after the failover: %+v", ha)
 	}
 	cutPrimaryBack(t, ctx, w, root, primary, pods)
 }
