@@ -319,9 +319,14 @@ func (r *Runner) giveWayToFailover(c *v1.MysqlCluster) error {
 	if ha == nil || ha.LastFailedCheck == nil || c.Status.CurrentPrimary == "" {
 		return nil
 	}
-	now := r.now()
+	now, p := r.now(), policyOf(c)
+	if p.Paused || !p.Auto {
+		// Nobody fails over: a supervisor seen rewriting before must be seen again after.
+		r.haSeen = failover.RecordLiveness{}
+		return nil
+	}
 	r.haSeen.See(ha.FailedChecks, ha.LastFailedCheck.Time, now)
-	ok, why := failover.ConvergeGivesWay(string(ha.State), ha.WaitingForLease != nil, &r.haSeen, policyOf(c), now)
+	ok, why := failover.ConvergeGivesWay(string(ha.State), ha.WaitingForLease != nil, &r.haSeen, p, now)
 	if !ok {
 		return nil
 	}

@@ -47,6 +47,11 @@ type LeaseOptions struct {
 	// holder's own clock is refused at once: a new operation never queues behind a running one.
 	// resume and abort wait (they continue a dead actor's operation); the others do not.
 	Wait bool
+	// TakeReleased, with Wait, takes a lease its holder released while it was watched (a
+	// compare-and-swap on the released record) instead of refusing: the caller judges the
+	// cluster afresh once it holds it. The supervisor's failover uses it, so that an actor
+	// giving way to it cannot be replaced by another before it acquires.
+	TakeReleased bool
 	// Now is the wall clock written into the record (default time.Now). It is never used to
 	// judge expiry: clocks of different machines disagree.
 	Now func() time.Time
@@ -142,7 +147,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 			return nil, nil, fmt.Errorf("read Lease %s: %w", l.key, err)
 		default:
 			cur := holderOf(lease)
-			if seen != nil && (seen.holder != cur || seen.rv != lease.ResourceVersion) {
+			if seen != nil && (seen.holder != cur || seen.rv != lease.ResourceVersion) && !(opts.TakeReleased && cur == "") {
 				// The holder renewed, released or handed over while we watched: it was alive,
 				// and whatever it did, this actor must look at the cluster again.
 				return nil, nil, fmt.Errorf("%w: %s holds cluster %s and is renewing its lease", outcome.ErrHeld, seen.holder, c.Name)

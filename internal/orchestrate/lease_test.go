@@ -233,3 +233,57 @@ func TestLeaseRenewalWithoutReadSeesTakeover(t *testing.T) {
 		t.Errorf("the record names %q after the old holder's renewals (%v), want actor-b", holderOf(l), err)
 	}
 }
+
+// TestLeaseReleasedHandedToWaiter: a waiter with TakeReleased (the supervisor's failover) takes
+// a lease its live holder releases while it watches (a converge giving way), so no other actor
+// can slip in between; a waiter without it is refused on the same release, and a holder that
+// only renews is refused to both.
+func TestLeaseReleasedHandedToWaiter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "lease-handed", Namespace: "default"}}
+	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Wait: true, TakeReleased: true})
+	if !errors.Is(err, outcome.ErrHeld) || !strings.Contains(err.Error(), "renewing") {
+		t.Fatalf("a waiter beside a holder that renews: %v", err)
+	}
+	type acquired struct {
+		l   *Lease
+		err error
+	}
+	taker, plain := make(chan acquired, 1), make(chan acquired, 1)
+	go func() {
+		_, l, err := AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Wait: true, TakeReleased: true})
+		taker <- acquired{l, err}
+	}()
+	go func() {
+		_, l, err := AcquireLease(ctx, c, cluster, "actor-c", LeaseOptions{Wait: true})
+		plain <- acquired{l, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // both are watching the record
+	epochA := a.Epoch
+	a.Release(ctx)
+	var b acquired
+	select {
+	case b = <-taker:
+	case <-time.After(2 * RenewInterval):
+		t.Fatal("the waiter did not take the released lease")
+	}
+	if b.err != nil {
+		t.Fatalf("the waiter taking the released lease: %v", b.err)
+	}
+	defer b.l.Release(ctx)
+	if b.l.Epoch <= epochA {
+		t.Errorf("epoch %d after the hand-over, want more than %d", b.l.Epoch, epochA)
+	}
+	if p := <-plain; p.err == nil {
+		p.l.Release(ctx)
+		t.Error("a waiter without TakeReleased also acquired the lease")
+	} else if !errors.Is(p.err, outcome.ErrHeld) {
+		t.Errorf("a waiter without TakeReleased: %v, want ErrHeld", p.err)
+	}
+}

@@ -532,7 +532,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 			o.Decided(w.key, obs.now().Sub(w.checks[len(w.checks)-n].At))
 		}
 	}
-	started, err := w.failover(ctx, c)
+	started, err := w.failover(ctx, c, j.Verdict == failover.Dead)
 	if started {
 		w.checks = nil
 	}
@@ -578,17 +578,17 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	if failed > 0 {
 		uid = ch.PodUID
 	}
-	// waiting: the failover is called for and was refused the cluster's Lease at the last
-	// attempt (failover sets the mark); anything else clears it.
-	waiting := w.blocked && a.Failover
+	// waiting: the failover of a dead primary is called for and was refused the cluster's
+	// Lease at the last attempt (failover sets the mark); anything else clears it.
+	waiting := w.blocked && a.Failover && j.Verdict == failover.Dead
 	prev := ""
 	if h := c.Status.HA; h != nil {
 		prev = string(h.State)
-		// A record unchanged is not written again, unless it still names a wait that ended or its
-		// last failed check is an interval old: a primary that stays dead keeps its record fresh
-		// (a converge elsewhere gives way only to a supervisor seen rewriting it), also once the
-		// count stops growing at the 100 checks kept.
-		stale := failed > 0 && h.LastFailedCheck != nil && ch.At.Sub(h.LastFailedCheck.Time) >= max(detectionInterval(c), time.Second)
+		// A record unchanged is not written again, unless it still names a wait that ended, or
+		// the failover waits for the Lease and its last failed check is an interval old: then
+		// the record is kept fresh (a converge elsewhere gives way only to a supervisor seen
+		// rewriting it), also once the count stops growing at the 100 checks kept.
+		stale := waiting && failed > 0 && h.LastFailedCheck != nil && ch.At.Sub(h.LastFailedCheck.Time) >= max(detectionInterval(c), time.Second)
 		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid && (waiting || h.WaitingForLease == nil) && !stale {
 			return nil
 		}
@@ -673,7 +673,7 @@ func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts Le
 // failover starts an automatic failover from the supervisor's checks. One that ends without a
 // new primary is not retried automatically inside the cooldown: the cluster is Degraded with
 // what a person can do.
-func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
+func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (bool, error) {
 	started := w.s.Runner.now()
 	w.failing.Store(true)
 	defer w.failing.Store(false)
@@ -685,14 +685,32 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster) (bool, error
 	// A converge left recorded (the checks go on beside it) may be held by a dead actor: its
 	// Lease is awaited as resume awaits it (a live holder is refused within a renewal), never
 	// judged by that actor's clock.
-	err := w.withLease(ctx, c, c.Status.Operation != nil, func(ctx context.Context, r *Runner) error {
+	// A holder that releases the Lease meanwhile (a converge giving way) hands it over: the
+	// failover judges the primary again once it holds it.
+	opts := LeaseOptions{Wait: c.Status.Operation != nil, TakeReleased: true}
+	if opts.Wait {
+		opts.seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
+	}
+	err := w.withLeaseOpts(ctx, c, opts, func(ctx context.Context, r *Runner) error {
 		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true})
 	})
 	var na errNotAcquired
 	if errors.As(err, &na) {
+		if !errors.Is(na.err, outcome.ErrHeld) || ctx.Err() != nil {
+			// Not refused by a holder (the API failed, or this supervisor stops): the next
+			// check tries again.
+			w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
+			return false, nil
+		}
 		if !w.blocked {
 			w.blocked = true // reported once while the cluster stays held
 			w.report(Transition{Action: "failover", Reason: "not started: " + na.err.Error()})
+		}
+		if !dead {
+			// A primary that answers read-only after a restart: a recorded converge is
+			// superseded only over a dead primary, and the converge is what reopens this one,
+			// so it is not asked to give way.
+			return false, nil
 		}
 		return false, w.markWaiting(ctx, c)
 	}

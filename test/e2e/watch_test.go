@@ -441,8 +441,9 @@ func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, p
 		t.Fatal(err)
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
+	opID := fmt.Sprintf("converge-%d", time.Now().Unix())
 	if err := orchestrate.UpdateStatus(ctx, k, c, func(s *v1.MysqlClusterStatus) error {
-		s.Operation = &v1.OperationStatus{ID: fmt.Sprintf("converge-%d", time.Now().Unix()), Type: orchestrate.OperationConverge,
+		s.Operation = &v1.OperationStatus{ID: opID, Type: orchestrate.OperationConverge,
 			Stage: orchestrate.StageWaitingForPods, Holder: lease.Holder, Epoch: lease.Epoch, StartedAt: metav1.Now()}
 		return nil
 	}); err != nil {
@@ -451,11 +452,16 @@ func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, p
 	r.Cut(t, "default", primary)
 	// The record as a converge reads it, on this clock.
 	var seen failover.RecordLiveness
+	var lastRecord string
+	var lastChange time.Time
 	givesWay := func() (bool, string) {
 		c := getCluster(t, ctx, "wk")
 		ha := c.Status.HA
 		if ha == nil || ha.LastFailedCheck == nil {
 			return false, fmt.Sprintf("ha %+v", ha)
+		}
+		if rec := fmt.Sprint(ha.FailedChecks, ha.LastFailedCheck.Time); rec != lastRecord {
+			lastRecord, lastChange = rec, time.Now()
 		}
 		seen.See(ha.FailedChecks, ha.LastFailedCheck.Time, time.Now())
 		ok, _ := failover.ConvergeGivesWay(string(ha.State), ha.WaitingForLease != nil, &seen, failover.Policy{Interval: time.Second, Auto: true}, time.Now())
@@ -467,10 +473,14 @@ func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, p
 		}
 		return nil
 	})
-	// Held for a while: refused attempts must neither reset nor stop rewriting the record.
+	// Held for a while: refused attempts must neither reset nor stop rewriting the record (a
+	// check at least every few seconds: an interval and a refusal).
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		if ok, why := givesWay(); !ok {
 			t.Fatalf("while the converge held the cluster the record stopped saying the failover waits for it: %s", why)
+		}
+		if gap := time.Since(lastChange); gap > 5*time.Second {
+			t.Fatalf("while the converge held the cluster the record was not rewritten for %s", gap.Round(time.Millisecond))
 		}
 		if lctx.Err() != nil {
 			t.Fatalf("the converge's Lease was lost while it renewed: %v", lease.LostErr())
@@ -502,10 +512,17 @@ func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, p
 		}
 		return nil
 	})
-	if h := latestOf(getCluster(t, ctx, "wk"), orchestrate.OperationConverge); h == nil || h.Result != "Superseded" {
-		t.Errorf("the converge is not recorded as superseded: %+v", h)
+	var rec *v1.OperationRecord
+	after := getCluster(t, ctx, "wk")
+	for i := range after.Status.History {
+		if after.Status.History[i].ID == opID {
+			rec = &after.Status.History[i]
+		}
 	}
-	if ha := getCluster(t, ctx, "wk").Status.HA; ha != nil && ha.WaitingForLease != nil {
+	if rec == nil || rec.Result != "Superseded" {
+		t.Errorf("the converge %s is not recorded as superseded: %+v", opID, rec)
+	}
+	if ha := after.Status.HA; ha != nil && ha.WaitingForLease != nil {
 		t.Errorf("the wait for the Lease is still recorded after the failover: %+v", ha)
 	}
 	cutPrimaryBack(t, ctx, w, root, primary, pods)
