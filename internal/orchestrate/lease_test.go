@@ -241,7 +241,12 @@ func TestLeaseRenewalWithoutReadSeesTakeover(t *testing.T) {
 func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	var gets atomic.Int64
+	c := wrappedClient(t, func(r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/lease-handed-mysqlctl") {
+			gets.Add(1)
+		}
+	})
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "lease-handed", Namespace: "default"}}
 	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
@@ -256,6 +261,7 @@ func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 		err error
 	}
 	taker, plain := make(chan acquired, 1), make(chan acquired, 1)
+	before := gets.Load()
 	go func() {
 		_, l, err := AcquireLease(ctx, c, cluster, "actor-b", LeaseOptions{Wait: true, TakeReleased: true})
 		taker <- acquired{l, err}
@@ -264,7 +270,9 @@ func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 		_, l, err := AcquireLease(ctx, c, cluster, "actor-c", LeaseOptions{Wait: true})
 		plain <- acquired{l, err}
 	}()
-	time.Sleep(500 * time.Millisecond) // both are watching the record
+	for gets.Load()-before < 2 { // both are watching the record (each read it once)
+		time.Sleep(10 * time.Millisecond)
+	}
 	epochA := a.Epoch
 	a.Release(ctx)
 	var b acquired

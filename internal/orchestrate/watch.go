@@ -687,13 +687,28 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	// judged by that actor's clock.
 	// A holder that releases the Lease meanwhile (a converge giving way) hands it over: the
 	// failover judges the primary again once it holds it.
-	opts := LeaseOptions{Wait: c.Status.Operation != nil, TakeReleased: true}
+	// Only for a dead primary: one that answers read-only is reopened by the converge.
+	opts := LeaseOptions{Wait: c.Status.Operation != nil, TakeReleased: dead}
 	if opts.Wait {
 		opts.seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
 	}
 	err := w.withLeaseOpts(ctx, c, opts, func(ctx context.Context, r *Runner) error {
+		// Judged again under the Lease: whoever held it meanwhile (an apply, a person's
+		// failover) may have paused the cluster, turned automatic failover off or moved the
+		// primary.
+		cur := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
+			return err
+		}
+		if p := policyOf(cur); p.Paused || !p.Auto || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
+			return errNoLongerCalledFor
+		}
 		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true})
 	})
+	if errors.Is(err, errNoLongerCalledFor) {
+		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
+		return true, nil // the next check judges the cluster as it is now
+	}
 	var na errNotAcquired
 	if errors.As(err, &na) {
 		if !errors.Is(na.err, outcome.ErrHeld) || ctx.Err() != nil {
@@ -756,6 +771,9 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	}
 	return true, nil
 }
+
+// errNoLongerCalledFor: the cluster changed while the failover waited for its Lease.
+var errNoLongerCalledFor = errors.New("the cluster changed while the failover waited for its Lease (paused, automatic failover turned off, or another primary)")
 
 // markWaiting records that the automatic failover called for waits for the cluster's Lease: a
 // converge holding it gives way once it sees the mark (and this supervisor still rewriting its
