@@ -410,12 +410,8 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 // Lease; the failover then supersedes it.
 func watchOutlastsLiveConverge(t *testing.T, ctx context.Context, root string, pods []string) {
 	c := healthyWK(t, ctx)
-	primary, notReady := c.Status.CurrentPrimary, ""
-	for _, p := range pods {
-		if p != primary {
-			notReady = p
-		}
-	}
+	primary := c.Status.CurrentPrimary
+	notReady := aReplica(pods, primary)
 	w := startWatch(t, nil, "wk")
 	w.supervising(t, ctx)
 	// The converge's client reads notReady as not ready: the converge waits for it.
@@ -560,12 +556,8 @@ func healthyWK(t *testing.T, ctx context.Context) *v1.MysqlCluster {
 // converge forever (a dead end with a dead primary).
 func watchSupersedesLeftConverge(t *testing.T, ctx context.Context, root string, pods []string) {
 	c := healthyWK(t, ctx)
-	primary, stopped := c.Status.CurrentPrimary, ""
-	for _, p := range pods {
-		if p != primary {
-			stopped = p
-		}
-	}
+	primary := c.Status.CurrentPrimary
+	stopped := aReplica(pods, primary)
 	leaveConverge := func() {
 		t.Helper()
 		// A replica that does not replicate: reconcile converges it, and is killed in the middle.
@@ -1119,4 +1111,15 @@ func TestWatchObservesOnlyWhenAutoOff(t *testing.T) {
 	if c := getCluster(t, ctx, "wo"); c.Status.CurrentPrimary == primary || writableCount(t, ctx, root, pods...) != 1 {
 		t.Fatalf("after the person's failover: primary %s, %d writable", c.Status.CurrentPrimary, writableCount(t, ctx, root, pods...))
 	}
+}
+
+// aReplica is the last of pods that is not the primary.
+func aReplica(pods []string, primary string) string {
+	replica := ""
+	for _, p := range pods {
+		if p != primary {
+			replica = p
+		}
+	}
+	return replica
 }
