@@ -31,8 +31,10 @@ type writer struct {
 	pace  time.Duration
 	mu    sync.Mutex
 	acked []int
-	// ackTimes are when each acknowledged write returned.
+	// ackTimes are when each acknowledged write returned, and ackAddrs the server address
+	// ("ip:port") that acknowledged it.
 	ackTimes []time.Time
+	ackAddrs []string
 	gaps     []time.Duration
 	last     time.Time
 	errors   int
@@ -42,6 +44,7 @@ type writer struct {
 
 func (w *writer) run(ctx context.Context, service, password string) {
 	var conn *sql.DB
+	addr := ""
 	defer func() {
 		if conn != nil {
 			_ = conn.Close()
@@ -54,7 +57,8 @@ func (w *writer) run(ctx context.Context, service, password string) {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
-			conn, _ = sql.Open("mysql", rig.DSN(addrs[0], "app", password))
+			addr = addrs[0]
+			conn, _ = sql.Open("mysql", rig.DSN(addr, "app", password))
 			conn.SetMaxOpenConns(1)
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -84,6 +88,7 @@ func (w *writer) run(ctx context.Context, service, password string) {
 		w.last = now
 		w.acked = append(w.acked, id)
 		w.ackTimes = append(w.ackTimes, now)
+		w.ackAddrs = append(w.ackAddrs, addr)
 		w.mu.Unlock()
 		id++
 		if w.pace > 0 {

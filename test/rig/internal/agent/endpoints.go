@@ -141,7 +141,9 @@ func sliceName(svc string) string {
 // syncEndpoints rewrites the hosts files first (local and quick: a pod that just got a new
 // address becomes resolvable at once), then the EndpointSlices (API writes).
 func (a *Agent) syncEndpoints() {
+	start := time.Now()
 	a.writeAllHosts()
+	hosts := time.Since(start)
 	views := a.viewServices()
 	ctx, cancel := context.WithTimeout(a.ctx, 20*time.Second)
 	defer cancel()
@@ -149,6 +151,10 @@ func (a *Agent) syncEndpoints() {
 		if err := a.applySlice(ctx, v); err != nil && a.ctx.Err() == nil {
 			a.logf("endpointslice for service %s/%s: %v", v.svc.Namespace, v.svc.Name, err)
 		}
+	}
+	// A slow sync delays every Service's routing after a change: reported, to be seen.
+	if took := time.Since(start); took > 100*time.Millisecond {
+		a.logf("endpoints of %d services synced in %s (hosts files %s)", len(views), took.Round(time.Millisecond), hosts.Round(time.Millisecond))
 	}
 }
 

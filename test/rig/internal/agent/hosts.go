@@ -103,6 +103,7 @@ func (a *Agent) writeAllHosts() {
 	defer a.hostsMu.Unlock()
 	ws, pods := a.addressedPods()
 	svcs := a.services()
+	cluster := map[string][]byte{} // by namespace
 	for _, w := range ws {
 		w.mu.Lock()
 		ip, ok := w.ip, w.addressed
@@ -110,7 +111,13 @@ func (a *Agent) writeAllHosts() {
 		if !ok {
 			continue // torn down meanwhile
 		}
-		content := hostsContent(podAddr{pod: w.currentPod(), ip: ip}, w.hostname(), pods, svcs)
+		pod := w.currentPod()
+		lines, ok := cluster[pod.Namespace]
+		if !ok {
+			lines = clusterHosts(pod.Namespace, pods, svcs)
+			cluster[pod.Namespace] = lines
+		}
+		content := append(hostsHead(podAddr{pod: pod, ip: ip}, w.hostname()), lines...)
 		if err := writeInPlace(w.hostsPath(), content); err != nil && !os.IsNotExist(err) {
 			a.logf("hosts file of %s: %v", w.key, err)
 		}
@@ -216,19 +223,31 @@ func podFQDN(pod *corev1.Pod, ip string, svcs []*corev1.Service) string {
 // the node whose sandboxes hold addresses and the cluster's Services. Only loopback addresses are
 // written.
 func hostsContent(self podAddr, hostname string, pods []podAddr, svcs []*corev1.Service) []byte {
+	return append(hostsHead(self, hostname), clusterHosts(self.pod.Namespace, pods, svcs)...)
+}
+
+// hostsHead is the part of a pod's hosts file that is its own: localhost and the kubelet's line
+// for the pod itself.
+func hostsHead(self podAddr, hostname string) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Kubernetes-managed hosts file (mysqlctl rig).\n")
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	if isLoopback(self.ip) {
-		// The kubelet's line for the pod itself.
 		if self.pod.Spec.Subdomain != "" && self.pod.Spec.Hostname != "" {
 			fmt.Fprintf(&b, "%s\t%s %s\n", self.ip, hostnameFQDN(self.pod), hostname)
 		} else {
 			fmt.Fprintf(&b, "%s\t%s\n", self.ip, hostname)
 		}
 	}
+	return b.Bytes()
+}
+
+// clusterHosts is the cluster DNS part of the hosts file of a pod in namespace ns: the same for
+// every pod of a namespace (only the short names a search path completes depend on it), so it
+// is computed once per namespace, not once per pod.
+func clusterHosts(ns string, pods []podAddr, svcs []*corev1.Service) []byte {
+	var b bytes.Buffer
 	b.WriteString("# Cluster DNS (the rig has no DNS server): the pods of this node and the Services selecting them.\n")
-	ns := self.pod.Namespace
 	for _, p := range pods {
 		if !isLoopback(p.ip) {
 			continue
