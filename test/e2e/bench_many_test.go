@@ -292,15 +292,19 @@ func (w *writer) maxGapEnd() time.Time {
 // ackedOnlyByPrimary fails when a write was acknowledged by a server that was not the one
 // writable server: by the killed primary well after its kill (SIGKILL is sent, not awaited: a
 // reply already on its way may still arrive), or by any other server before the failover
-// began (two writable servers).
+// began (two writable servers). A failover whose start was not seen (it ran between two
+// polls) began no earlier than the kill.
 func (w *writer) ackedOnlyByPrimary(primaryAddr string, killed, failoverStart time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if failoverStart.IsZero() {
+		failoverStart = killed
+	}
 	for i, at := range w.ackTimes {
 		switch addr := w.ackAddrs[i]; {
 		case addr == primaryAddr && at.After(killed.Add(100*time.Millisecond)):
 			return fmt.Errorf("the killed primary %s acknowledged a write at %s", addr, at.Format("15:04:05.000"))
-		case addr != primaryAddr && (failoverStart.IsZero() || at.Before(failoverStart)):
+		case addr != primaryAddr && at.Before(failoverStart):
 			return fmt.Errorf("%s acknowledged a write at %s while %s was the primary", addr, at.Format("15:04:05.000"), primaryAddr)
 		}
 	}
@@ -323,6 +327,33 @@ func reviveCrashLooping(b *testing.B, ctx context.Context, pod string) {
 				b.Fatalf("delete %s: %v", pod, err)
 			}
 			return
+		}
+	}
+}
+
+// TestAckedOnlyByPrimary: the benchmark's guard fails on each kind of write no single primary
+// could have acknowledged, and passes a failover's acknowledgements.
+func TestAckedOnlyByPrimary(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const old, other = "127.0.9.1:3306", "127.0.9.2:3306"
+	killed, start := at(1000), at(1400)
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		times []time.Time
+		start time.Time
+		bad   bool
+	}{
+		{"a failover", []string{old, old, other}, []time.Time{at(900), at(1050), at(1700)}, start, false},
+		{"the killed primary answers later", []string{old, old}, []time.Time{at(900), at(1200)}, start, true},
+		{"another server before the failover", []string{old, other}, []time.Time{at(900), at(1300)}, start, true},
+		{"another server before the kill, the failover's start unseen", []string{other, old}, []time.Time{at(800), at(900)}, time.Time{}, true},
+		{"the failover's start unseen", []string{old, other}, []time.Time{at(900), at(1700)}, time.Time{}, false},
+	} {
+		w := &writer{ackAddrs: tc.addrs, ackTimes: tc.times}
+		if err := w.ackedOnlyByPrimary(old, killed, tc.start); (err != nil) != tc.bad {
+			t.Errorf("%s: %v, want failure %v", tc.name, err, tc.bad)
 		}
 	}
 }
