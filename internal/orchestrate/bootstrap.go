@@ -757,6 +757,8 @@ type sessions struct {
 	ctx   context.Context
 	creds credentials
 	pods  map[string]*corev1.Pod
+	// mu guards conns: observeAll connects to several instances at once.
+	mu    sync.Mutex
 	conns map[string]*topology.Instance
 	// catchUp is how long caughtUp waits for a replica to apply the primary's set (default 2s).
 	catchUp time.Duration
@@ -779,7 +781,10 @@ func (r *Runner) openSessions(ctx context.Context, members []instance, creds cre
 
 // connect returns the instance's connection as root, opening it on first use.
 func (ss *sessions) connect(name string) (*topology.Instance, error) {
-	if in, ok := ss.conns[name]; ok {
+	ss.mu.Lock()
+	in, ok := ss.conns[name]
+	ss.mu.Unlock()
+	if ok {
 		return in, nil
 	}
 	pod, ok := ss.pods[name]
@@ -789,6 +794,13 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 	in, err := ss.r.connect(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.root})
 	if err != nil {
 		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if prev, ok := ss.conns[name]; ok {
+		// Opened meanwhile by another caller: one connection per instance.
+		_ = in.Close()
+		return prev, nil
 	}
 	ss.conns[name] = in
 	return in, nil
@@ -834,7 +846,27 @@ func replicatesFrom(s topology.Snapshot, ip string) bool {
 	return s.Replica != nil && s.Replica.SourceHost == ip && s.Replica.IOThread == topology.ThreadRunning && s.Replica.SQLRunning
 }
 
+// observeAll observes the named instances at once (a failover's view of its members costs one
+// round of queries, not one per member); the results are in the order of names. It starts one
+// goroutine per name, for a cluster's own members (a handful), each bounded by Observe's
+// timeout and ss's context.
+func (ss *sessions) observeAll(names []string) ([]topology.Snapshot, []error) {
+	snaps, errs := make([]topology.Snapshot, len(names)), make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			snaps[i], errs[i] = ss.observe(name)
+		}()
+	}
+	wg.Wait()
+	return snaps, errs
+}
+
 func (ss *sessions) close() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	for _, in := range ss.conns {
 		_ = in.Close()
 	}

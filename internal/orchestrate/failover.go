@@ -72,6 +72,10 @@ type FailoverOptions struct {
 	DetectedPrimary string
 	// Automatic marks a failover the supervisor (watch) started by itself.
 	Automatic bool
+
+	// read is the cluster as the caller read it under the Lease just before: the first step
+	// starts from it instead of reading it again (see load).
+	read *v1.MysqlCluster
 }
 
 func (o *FailoverOptions) defaults() {
@@ -95,7 +99,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 	defer r.withSidework()()
 	started := false
 	lastReported := ""
-	var held *v1.MysqlCluster // as the last write returned it
+	held := opts.read // as the last write returned it, or as the caller read it under the Lease
 	for {
 		cluster, err := r.load(ctx, key, held)
 		if err != nil {
@@ -335,17 +339,20 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Member, []string) {
 	var out []failover.Member
 	missing := slices.Clone(v.missing)
+	var names []string
+	var ordinals []int32
 	for _, m := range v.ready {
-		name := m.pod.Name
-		if name == v.old {
-			continue
+		if m.pod.Name != v.old {
+			names, ordinals = append(names, m.pod.Name), append(ordinals, m.ordinal)
 		}
-		s, err := ss.observe(name)
-		if err != nil {
+	}
+	snaps, errs := ss.observeAll(names)
+	for k, name := range names {
+		if errs[k] != nil {
 			missing = append(missing, name)
 			continue
 		}
-		fm := failover.Member{Name: name, Ordinal: m.ordinal, Snapshot: s, Quarantined: quarantined(c, name)}
+		fm := failover.Member{Name: name, Ordinal: ordinals[k], Snapshot: snaps[k], Quarantined: quarantined(c, name)}
 		for _, i := range c.Status.Instances {
 			if i.Name == name {
 				fm.LastKnownLag = i.LagSeconds

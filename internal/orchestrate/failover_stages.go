@@ -221,17 +221,20 @@ func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 	}
 	// Only replicas that Repointing will join can acknowledge: an errant or unreachable one
 	// would leave a semi-sync source waiting forever.
-	cs, err := ss.observe(ev.Candidate)
-	if err != nil {
-		return "", nil, err
+	names := []string{ev.Candidate}
+	for _, m := range v.ready {
+		if m.pod.Name != ev.Candidate && m.pod.Name != old && !quarantined(c, m.pod.Name) {
+			names = append(names, m.pod.Name)
+		}
+	}
+	snaps, errs := ss.observeAll(names)
+	if errs[0] != nil {
+		return "", nil, errs[0]
 	}
 	others := 0
-	for _, m := range v.ready {
-		if m.pod.Name == ev.Candidate || m.pod.Name == old || quarantined(c, m.pod.Name) {
-			continue
-		}
-		if s, err := ss.observe(m.pod.Name); err == nil {
-			if _, ok := divergence(cs, s); ok {
+	for k := 1; k < len(names); k++ {
+		if errs[k] == nil {
+			if _, ok := divergence(snaps[0], snaps[k]); ok {
 				others++
 			}
 		}

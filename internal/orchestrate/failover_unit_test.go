@@ -1,11 +1,16 @@
 package orchestrate
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -177,5 +182,49 @@ func TestFlavorMismatchRefused(t *testing.T) {
 	c.Spec.Flavor = v1.FlavorMariaDB
 	if err := flavorMatches(c, "db-0", maria); err != nil {
 		t.Errorf("match: %v", err)
+	}
+}
+
+// TestMembersObservedAtOnce: a failover's view of its members is one round of observations, not
+// one per member: every member's connection is asked for before any of them answers (a view
+// taken one member after the other never gets past the first here). The members come back in
+// the order of the ready pods, and one that cannot be reached is listed missing.
+func TestMembersObservedAtOnce(t *testing.T) {
+	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default"}}
+	var v failoverView
+	v.old = "m-0"
+	for ord := range int32(5) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", ord)}}
+		v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+	}
+	v.missing = []string{"m-9"}
+	const others = 4 // every ready pod but the old primary
+	var mu sync.Mutex
+	asked := 0
+	all := make(chan struct{})
+	r := &Runner{Connect: func(ctx context.Context, pod *corev1.Pod, _ topology.Credentials) (*topology.Instance, error) {
+		if pod.Name == v.old {
+			t.Errorf("the old primary %s was observed as a member", pod.Name)
+		}
+		mu.Lock()
+		if asked++; asked == others {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: the other members were not asked for while it was (observed one after the other)", pod.Name)
+		}
+		return nil, fmt.Errorf("%s unreachable", pod.Name)
+	}}
+	ss := r.openSessions(context.Background(), v.ready, credentials{})
+	defer ss.close()
+	members, missing := v.members(c, ss)
+	if len(members) != 0 {
+		t.Errorf("members %v: every connection failed", members)
+	}
+	if want := []string{"m-9", "m-1", "m-2", "m-3", "m-4"}; !slices.Equal(missing, want) {
+		t.Errorf("missing %v, want %v", missing, want)
 	}
 }

@@ -703,7 +703,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		if p := policyOf(cur); p.Paused || !p.Auto || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
 			return errNoLongerCalledFor
 		}
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true})
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, read: cur})
 	})
 	if errors.Is(err, errNoLongerCalledFor) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
