@@ -106,9 +106,17 @@ func TestReplicaFollowsPrimaryByDNSName(t *testing.T) {
 	oldIP := primary.Status.PodIP
 
 	// Names resolve inside the replica's mount namespace, both forms, and a client connects by name.
+	// As with a cluster's DNS, a name follows the pod's readiness shortly after the API shows it
+	// (the node publishes it at its next endpoint sync): it must resolve within seconds.
 	for _, name := range []string{primaryHost, primaryHost + ".cluster.local"} {
-		if ip, code := resolveIn(t, ctx, dnsNS, replica.Name, name); ip != oldIP {
-			t.Fatalf("in %s, %s resolves to %q (exit %d), want %s", replica.Name, name, ip, code, oldIP)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			ip, code := resolveIn(t, ctx, dnsNS, replica.Name, name)
+			if ip == oldIP {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("in %s, %s resolves to %q (exit %d) 10 s after both pods were Ready, want %s", replica.Name, name, ip, code, oldIP)
+			}
 		}
 	}
 	res, err := r.Exec(ctx, dnsNS, replica.Name, "", 10*time.Second,
