@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,8 +147,13 @@ type watcher struct {
 	// checkedAt is when the last check ended.
 	checkedAt time.Time
 	seeded    bool
-	held      string // the operation last found held by a live actor, reported once
-	blocked   bool   // the last automatic failover was not started (the cluster held), reported once
+	// phase: the next check moves to a random point of what is left of the interval (set once,
+	// by the first healthy check); phased: that was done (see phaseNext).
+	phase, phased bool
+	// turned is closed once the detector has had its first turn (see repairLoop).
+	turned  chan struct{}
+	held    string // the operation last found held by a live actor, reported once
+	blocked bool   // the last automatic failover was not started (the cluster held), reported once
 	// wake makes the next check start at once (the sentinel session on the primary ended, or
 	// an informer saw a change); minGap keeps woken checks apart.
 	wake   chan struct{}
@@ -293,7 +299,9 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	})
 	var repairs sync.WaitGroup
 	repairs.Add(1)
-	go func() { defer repairs.Done(); w.repairLoop(ctx, actx) }()
+	turned := make(chan struct{})
+	w.turned = turned
+	go func() { defer repairs.Done(); w.repairLoop(ctx, actx, turned) }()
 	if s.Observer != nil {
 		repairs.Add(1)
 		go func() { defer repairs.Done(); w.observeLoop(ctx) }()
@@ -303,8 +311,15 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		began := w.s.Runner.now()
 		next, err := w.tick(actx)
 		w.opSeen = nil // only the first tick continues the observation made while waiting
+		if w.turned != nil {
+			close(w.turned)
+			w.turned = nil
+		}
 		// Checks start an interval apart: a check that ran into its timeout used part of it.
 		next = max(next-w.s.Runner.now().Sub(began), 0)
+		if w.phase {
+			w.phase, next = false, upTo(next) // see phaseNext
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			w.report(Transition{Action: "stop", Reason: "the cluster was deleted"})
@@ -379,6 +394,28 @@ func (s *Supervisor) report(key client.ObjectKey, t Transition) {
 	}
 	t.Namespace, t.Cluster = key.Namespace, key.Name
 	s.Report(t)
+}
+
+// phaseNext decides whether the next check moves to a random point of what is left of the
+// interval (phase), and whether that was done (phased). Clusters found together would be
+// checked together, every interval ever after: a burst of checks each second that every one of
+// them waits in. The first healthy check moves the next one (earlier, never later), so one
+// supervisor's checks of many clusters spread over the interval. Only a healthy check: the
+// re-checks that confirm a failure keep their cadence.
+func phaseNext(state string, phased bool) (phase, done bool) {
+	if state == failover.HAHealthy && !phased {
+		return true, true
+	}
+	return false, phased
+}
+
+// upTo is a random duration in [0, d): where in a period a periodic task of one cluster runs, so
+// that the tasks of clusters supervised together do not all run at the same instant.
+func upTo(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
 }
 
 func detectionInterval(c *v1.MysqlCluster) time.Duration {
@@ -525,6 +562,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	if !a.Failover {
 		w.blocked = false
+		w.phase, w.phased = phaseNext(a.State, w.phased)
 		return a.Next, nil
 	}
 	if o := w.s.Observer; o != nil && !w.blocked { // decided once, not at every refused attempt

@@ -53,12 +53,16 @@ type InstanceView struct {
 	SemiSyncSourceActive bool
 }
 
-// observeEvery is the least time between two observation passes over every instance (the
-// primary's own check runs every detection interval regardless).
+// observeEvery is the time between two observation passes over every instance, after the
+// second (which comes at a random point of the first period, see observeLoop); the primary's own
+// check runs every detection interval regardless.
 const observeEvery = 5 * time.Second
 
 // observeLoop observes every instance of the cluster for the Observer until ctx ends.
 func (w *watcher) observeLoop(ctx context.Context) {
+	// The first pass runs at once; the second at a random point of the first period (then one
+	// every period), so that the passes over many clusters watched together do not coincide.
+	first := true
 	for {
 		every := observeEvery
 		c := &v1.MysqlCluster{}
@@ -69,6 +73,9 @@ func (w *watcher) observeLoop(ctx context.Context) {
 			if views := w.observeInstances(ctx, c); c.Status.CurrentPrimary != "" && views != nil {
 				w.s.Observer.Instances(w.key, views)
 			}
+		}
+		if first {
+			first, every = false, upTo(every)
 		}
 		if sleepCtx(ctx, every) != nil {
 			return

@@ -27,17 +27,32 @@ const secondWritableTimeout = 500 * time.Millisecond
 // outlives ctx by the grace period, so a stage in hand finishes). It acts only under the Lease,
 // and yields to the detector: a failover cancels a repair in progress (a converge is then
 // superseded).
-func (w *watcher) repairLoop(ctx, actx context.Context) {
+func (w *watcher) repairLoop(ctx, actx context.Context, turned <-chan struct{}) {
+	// The first look comes only after the detector's first turn (the repairer acts on the
+	// recorded health, which the detector rewrites), and at a random point of a round after it:
+	// started together, the repairers of many clusters would otherwise look together every
+	// round. Then one look every round.
+	select {
+	case <-ctx.Done():
+		return
+	case <-turned:
+	}
+	if sleepCtx(ctx, upTo(repairEvery)) != nil {
+		return
+	}
 	t := time.NewTicker(repairEvery)
 	defer t.Stop()
 	for {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := w.repairOnce(actx); err != nil && ctx.Err() == nil {
+			w.report(Transition{Action: "repair", Reason: err.Error()})
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if err := w.repairOnce(actx); err != nil && ctx.Err() == nil {
-			w.report(Transition{Action: "repair", Reason: err.Error()})
 		}
 	}
 }

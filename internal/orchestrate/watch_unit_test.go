@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
 )
 
 // TestSeedLastWritable: a supervisor that starts (or re-takes its Lease) learns from the status
@@ -29,5 +30,57 @@ func TestSeedLastWritable(t *testing.T) {
 	w.seed(c)
 	if !w.lastWritable.Equal(seen.Add(time.Minute)) {
 		t.Errorf("a newer own observation was replaced by an older record: %s", w.lastWritable)
+	}
+}
+
+// TestPhaseNext: only the first healthy check moves the next one; the re-checks that confirm a
+// failure (Suspected) keep their cadence, also before the first healthy check, and a watcher
+// moves its checks once.
+func TestPhaseNext(t *testing.T) {
+	tests := []struct {
+		state       string
+		phased      bool
+		phase, done bool
+	}{
+		{failover.HAHealthy, false, true, true},
+		{failover.HAHealthy, true, false, true},
+		{failover.HASuspected, false, false, false},
+		{failover.HASuspected, true, false, true},
+		{failover.HAFailoverRequired, false, false, false},
+		{failover.HADegraded, false, false, false},
+	}
+	for _, tt := range tests {
+		phase, done := phaseNext(tt.state, tt.phased)
+		if phase != tt.phase || done != tt.done {
+			t.Errorf("phaseNext(%s, phased %v) = %v, %v; want %v, %v", tt.state, tt.phased, phase, done, tt.phase, tt.done)
+		}
+	}
+}
+
+// TestUpToSpreads: the point in a period where one cluster's periodic task runs lies inside
+// the period and differs between clusters, so that the tasks of clusters supervised together
+// spread over the period instead of running at the same instant.
+func TestUpToSpreads(t *testing.T) {
+	if d := upTo(0); d != 0 {
+		t.Errorf("upTo(0) = %s", d)
+	}
+	const period = time.Second
+	seen := map[time.Duration]bool{}
+	var early, late int
+	for range 1000 {
+		d := upTo(period)
+		if d < 0 || d >= period {
+			t.Fatalf("upTo(%s) = %s: outside the period", period, d)
+		}
+		seen[d] = true
+		if d < period/2 {
+			early++
+		} else {
+			late++
+		}
+	}
+	// 1000 draws: all in one half of the period has a probability of 2^-999.
+	if len(seen) < 900 || early == 0 || late == 0 {
+		t.Errorf("1000 draws: %d distinct, %d in the first half and %d in the second", len(seen), early, late)
 	}
 }
