@@ -854,11 +854,7 @@ func (ss *sessions) observeAll(names []string) ([]topology.Snapshot, []error) {
 	snaps, errs := make([]topology.Snapshot, len(names)), make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			snaps[i], errs[i] = ss.observe(name)
-		}()
+		wg.Go(func() { snaps[i], errs[i] = ss.observe(name) })
 	}
 	wg.Wait()
 	return snaps, errs

@@ -150,10 +150,8 @@ type watcher struct {
 	// phase: the next check moves to a random point of what is left of the interval (set once,
 	// by the first healthy check); phased: that was done (see phaseNext).
 	phase, phased bool
-	// turned is closed once the detector has had its first turn (see repairLoop).
-	turned  chan struct{}
-	held    string // the operation last found held by a live actor, reported once
-	blocked bool   // the last automatic failover was not started (the cluster held), reported once
+	held          string // the operation last found held by a live actor, reported once
+	blocked       bool   // the last automatic failover was not started (the cluster held), reported once
 	// wake makes the next check start at once (the sentinel session on the primary ended, or
 	// an informer saw a change); minGap keeps woken checks apart.
 	wake   chan struct{}
@@ -299,8 +297,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	})
 	var repairs sync.WaitGroup
 	repairs.Add(1)
-	turned := make(chan struct{})
-	w.turned = turned
+	turned := make(chan struct{}) // closed once the detector has had its first turn
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx, turned) }()
 	if s.Observer != nil {
 		repairs.Add(1)
@@ -311,9 +308,9 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		began := w.s.Runner.now()
 		next, err := w.tick(actx)
 		w.opSeen = nil // only the first tick continues the observation made while waiting
-		if w.turned != nil {
-			close(w.turned)
-			w.turned = nil
+		if turned != nil {
+			close(turned)
+			turned = nil
 		}
 		// Checks start an interval apart: a check that ran into its timeout used part of it.
 		next = max(next-w.s.Runner.now().Sub(began), 0)
