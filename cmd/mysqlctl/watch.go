@@ -164,14 +164,13 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 		}
 	}
 	out := &transitionPrinter{f: o.f, json: o.Output == cmdutil.OutputJSON}
-	start := time.Now()
 	ios := o.f.IOStreams
 	sup := &orchestrate.Supervisor{
-		Runner: orchestrate.Runner{
-			Kube: c, Connect: connect, Holder: holderName(),
-			Progress: func(op v1.OperationStatus) {
-				fmt.Fprintf(ios.ErrOut, "[%6.1fs] %s %s %s\n", time.Since(start).Seconds(), op.ID, op.Type, op.Stage)
-			},
+		Runner: orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()},
+		// One line per stage entered, naming the cluster (one process watches many) and
+		// stamped to the millisecond like the transitions, so a failover's stages can be timed.
+		Progress: func(key client.ObjectKey, op v1.OperationStatus) {
+			fmt.Fprintf(ios.ErrOut, "%s %s %s %s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), key, op.ID, op.Type, op.Stage)
 		},
 		Report:         out.print,
 		Grace:          o.Grace,
@@ -192,7 +191,7 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 		// panel shows the operation's stage).
 		view := newLiveView(c, ios.Out, ios.Styles())
 		report, sup.Report, sup.Checked = view.print, view.print, view.checked
-		sup.Runner.Progress = nil
+		sup.Progress = nil
 		vctx, stopView := context.WithCancel(ctx)
 		defer stopView()
 		go view.run(vctx)

@@ -36,6 +36,9 @@ type Supervisor struct {
 	Report func(Transition)
 	// Grace is how long a stopping supervisor lets the stage in hand finish (default 10s).
 	Grace time.Duration
+	// Progress, when set, is told every stage an action of the supervisor enters, with the
+	// cluster it acts on (Runner.Progress does not say which: one process watches many).
+	Progress func(key client.ObjectKey, op v1.OperationStatus)
 	// Checked, when set, is told every check of a cluster's primary (a live view shows them).
 	Checked func(key client.ObjectKey, ch failover.Check)
 	// Observer, when set, is told what the supervisor sees and decides (metrics), and every
@@ -702,6 +705,10 @@ func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts Le
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
 	r.Epoch, r.Lease, r.Stop = lease.Epoch, lease, w.stopping
+	if p := w.s.Progress; p != nil {
+		key := w.key
+		r.Progress = func(op v1.OperationStatus) { p(key, op) }
+	}
 	return fn(lctx, &r)
 }
 

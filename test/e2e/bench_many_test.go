@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -243,6 +244,50 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	b.ReportMetric(float64(rebuilt), "old-primary-rebuilt")
 	b.Logf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s (fault to failover start %s, failover %s, its end to the outage's end %s)",
 		len(names), cores, float64(rss)/(1<<20), p99*1000, victim, outage, detect, took, routed)
+	b.Logf("%d clusters: the failover of %s from the fault: %s", len(names), victim, timeline(b, w, "default/"+victim, faulted, opStart.Add(took)))
+}
+
+// timeline is what the watch process said about one cluster from the fault to the end of its
+// failover, each line at its offset from the fault: its transitions (HA states and actions) and
+// the stages it entered, so that a slow failover shows which step took the time.
+func timeline(b *testing.B, w *watchProc, key string, from, to time.Time) string {
+	type event struct {
+		at   time.Time
+		what string
+	}
+	var events []event
+	for _, l := range strings.Split(w.output(), "\n") {
+		var tr orchestrate.Transition
+		if json.Unmarshal([]byte(l), &tr) != nil || tr.Namespace+"/"+tr.Cluster != key {
+			continue
+		}
+		what := tr.Action
+		if tr.To != "" {
+			what = tr.From + "->" + tr.To
+		}
+		events = append(events, event{tr.Time, what})
+	}
+	// Stage lines: "<time> <namespace/name> <operation id> <type> <stage>".
+	for _, l := range strings.Split(w.stderr(), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 5 || f[1] != key {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, f[0])
+		if err != nil {
+			b.Fatalf("a stage line of watch with no time: %q", l)
+		}
+		events = append(events, event{at, f[4]})
+	}
+	events = append(events, event{to, "end"})
+	slices.SortStableFunc(events, func(x, y event) int { return x.at.Compare(y.at) })
+	var out []string
+	for _, e := range events {
+		if !e.at.Before(from) && !e.at.After(to) {
+			out = append(out, fmt.Sprintf("+%dms %s", e.at.Sub(from).Milliseconds(), e.what))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // procCPU is the user+system CPU time the process used so far.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -355,6 +356,11 @@ func TestWatchFailsOverByItself(t *testing.T) {
 	})
 	if n := w.actions(t, "failover", "the primary is dead"); n != 1 {
 		t.Errorf("watch started %d automatic failovers, want 1", n)
+	}
+	// Each stage it entered is a line naming the cluster, stamped to the millisecond.
+	stageLine := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z default/wa failover-\S+ failover (Confirming|Promoting)$`)
+	if n := len(stageLine.FindAllString(w.stderr(), -1)); n < 2 {
+		t.Errorf("watch's stage lines for the failover of default/wa: %d of Confirming and Promoting, want both; stderr:\n%s", n, w.stderr())
 	}
 	code, took := w.stop(t)
 	if code != 0 || took > 5*time.Second {
