@@ -236,33 +236,31 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 		FailureThreshold: 3600,
 		SuccessThreshold: 1,
 	}
-	// Ready means the server answers SQL with networking on (not the
-	// entrypoint's temporary init server); whether it replicates correctly is
-	// proven separately by mysqlctl from replication evidence. It runs once
-	// the startup probe has passed, and then every 5 s: an exec probe is a
-	// shell and a client process (and a container exec) per pod each time,
-	// and at every 2 s the probes of 40 pods saturated a 2-core test node.
-	// Nothing of a failover waits for readiness (the supervisor checks the
-	// primary over SQL, and routing follows the role labels it moves); a
-	// dead replica leaves the replica Service after two failed probes,
-	// within about 10 s.
+	// Ready means the server answers SQL with networking on (not the entrypoint's temporary
+	// init server); whether it replicates correctly is proven separately by mysqlctl from
+	// replication evidence. It runs once the startup probe has passed (at once, so a started
+	// pod is Ready within about a second), then every 10 s. An exec probe costs a container
+	// exec, a shell and a client login on the server per pod each time: at every 5 s the probes
+	// of 90 pods kept this project's 2-core test machine busy creating processes (45 a second)
+	// and slowed everything else on it, as they would crowd a real node. Nothing of a failover
+	// waits for readiness (the supervisor checks the primary over SQL, and routing follows the
+	// role labels it moves); a server that exits is not ready at once (its container stopped),
+	// and one that stops answering leaves the Services after two failed probes, within 20 s.
 	readiness = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
-		PeriodSeconds:    5,
+		PeriodSeconds:    10,
 		TimeoutSeconds:   2,
 		FailureThreshold: 2,
 		SuccessThreshold: 1,
 	}
-	// Alive means the process answers at all (ping succeeds even when access
-	// is denied); it runs once the startup probe has passed, and is generous,
-	// so a busy server is not killed.
+	// Alive means the process answers at all (ping succeeds even when access is denied, so it
+	// needs no password and no shell); it runs once the startup probe has passed, every 20 s,
+	// and is generous (a minute of failures), so a busy server is not killed.
 	liveness = &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-			"sh", "-c", fmt.Sprintf("exec %s --protocol=socket ping", t.admin),
-		}}},
-		PeriodSeconds:    10,
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{t.admin, "--protocol=socket", "ping"}}},
+		PeriodSeconds:    20,
 		TimeoutSeconds:   5,
-		FailureThreshold: 6,
+		FailureThreshold: 3,
 		SuccessThreshold: 1,
 	}
 	return startup, readiness, liveness
