@@ -146,13 +146,27 @@ func TestBuildStatefulSet(t *testing.T) {
 		}
 	}
 	// Started is the server's port open (the temporary init server has networking off), probed
-	// by a connect every second, so readiness (an exec every 5 s) begins as soon as it can pass.
+	// by a connect every second, so readiness (an exec every 10 s) begins as soon as it can pass.
 	if sp := ctr.StartupProbe; sp == nil || sp.TCPSocket == nil || sp.TCPSocket.Port.StrVal != ctr.Ports[0].Name || sp.PeriodSeconds != 1 ||
 		time.Duration(sp.PeriodSeconds*sp.FailureThreshold)*time.Second < time.Hour {
 		t.Errorf("startup probe %+v: want a TCP connect to port %q every second, allowing an hour", sp, ctr.Ports[0].Name)
 	}
-	if ctr.LivenessProbe.InitialDelaySeconds != 0 {
-		t.Errorf("liveness waits %d s on top of the startup probe", ctr.LivenessProbe.InitialDelaySeconds)
+	lp := ctr.LivenessProbe
+	if lp.InitialDelaySeconds != 0 {
+		t.Errorf("liveness waits %d s on top of the startup probe", lp.InitialDelaySeconds)
+	}
+	// Alive is a ping over the socket, run directly (no shell, no password), and a busy server
+	// gets a minute of failed pings before it is restarted.
+	if got := strings.Join(lp.Exec.Command, " "); got != "mariadb-admin --protocol=socket ping" {
+		t.Errorf("liveness probe %q, want the admin client's ping run directly", got)
+	}
+	if d := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second; d < time.Minute {
+		t.Errorf("liveness restarts a server that fails pings for %s, want at least a minute", d)
+	}
+	// The exec probes' cost on a node: a container exec each, at most 9 per pod per minute.
+	if n := 60/ctr.ReadinessProbe.PeriodSeconds + 60/lp.PeriodSeconds; n > 9 {
+		t.Errorf("exec probes %d times a minute per pod (readiness every %d s, liveness every %d s), want at most 9",
+			n, ctr.ReadinessProbe.PeriodSeconds, lp.PeriodSeconds)
 	}
 	script := pod.InitContainers[0].Command[2]
 	for _, w := range []string{`ordinal="${HOSTNAME##*-}"`, "$((1000 + ordinal))", "/mnt/mysqlctl-config/mysqlctl.cnf /etc/mysql/conf.d/mysqlctl.cnf"} {

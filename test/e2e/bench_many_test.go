@@ -242,9 +242,11 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	b.ReportMetric(float64(took.Milliseconds()), "failover-ms")
 	b.ReportMetric(float64(routed.Milliseconds()), "routed-ms")
 	b.ReportMetric(float64(rebuilt), "old-primary-rebuilt")
-	b.Logf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s (fault to failover start %s, failover %s, its end to the outage's end %s)",
+	// Every sample is printed (b.Logf output is cut short after a few, and the reported
+	// metrics are the last sample's).
+	fmt.Printf("%d clusters: %.3f cores, RSS %.0f MB, check p99 %.1f ms, failover outage of %s %s (fault to failover start %s, failover %s, its end to the outage's end %s)\n",
 		len(names), cores, float64(rss)/(1<<20), p99*1000, victim, outage, detect, took, routed)
-	b.Logf("%d clusters: the failover of %s from the fault: %s", len(names), victim, timeline(b, w, "default/"+victim, faulted, opStart.Add(took)))
+	fmt.Printf("%d clusters: the failover of %s from the fault: %s\n", len(names), victim, timeline(b, w, "default/"+victim, faulted, opStart.Add(took)))
 }
 
 // timeline is what the watch process said about one cluster from the fault to the end of its
