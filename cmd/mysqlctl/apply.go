@@ -34,7 +34,8 @@ func NewCmdApply(f *cmdutil.Factory, runF func(*ApplyOptions) error) *cobra.Comm
 		Short: "Create or update a cluster from a file and converge its objects",
 		Long: `Apply server-side applies the MysqlCluster in FILE (creating it when absent) and then converges
 the objects derived from it. Objects that already match send no write, so applying an unchanged
-file changes nothing. A changed spec touches only what it changes.
+file changes nothing (unless a newer mysqlctl changed the pod template: that rolls out as below).
+A changed spec touches only what it changes.
 
 A changed pod template (a new image, mysqlConfig or resources) never restarts a pod by itself:
 when the cluster is Running, apply then rolls it out by the same operation as 'upgrade NAME'

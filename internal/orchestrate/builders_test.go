@@ -156,12 +156,13 @@ func TestBuildStatefulSet(t *testing.T) {
 		t.Errorf("liveness waits %d s on top of the startup probe", lp.InitialDelaySeconds)
 	}
 	// Alive is a ping over the socket, run directly (no shell, no password), and a busy server
-	// gets a minute of failed pings before it is restarted.
+	// is restarted only after at least a minute without an answer: the shortest such stall is
+	// the failed probes after the last good one but the first, plus the last one's timeout.
 	if got := strings.Join(lp.Exec.Command, " "); got != "mariadb-admin --protocol=socket ping" {
 		t.Errorf("liveness probe %q, want the admin client's ping run directly", got)
 	}
-	if d := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second; d < time.Minute {
-		t.Errorf("liveness restarts a server that fails pings for %s, want at least a minute", d)
+	if d := time.Duration((lp.FailureThreshold-1)*lp.PeriodSeconds+lp.TimeoutSeconds) * time.Second; d < time.Minute {
+		t.Errorf("liveness restarts a server that answered no ping for %s, want at least a minute", d)
 	}
 	// The exec probes' cost on a node: a container exec each, at most 9 per pod per minute.
 	if n := 60/ctr.ReadinessProbe.PeriodSeconds + 60/lp.PeriodSeconds; n > 9 {

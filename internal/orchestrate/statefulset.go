@@ -242,10 +242,13 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 	// pod is Ready within about a second), then every 10 s. An exec probe costs a container
 	// exec, a shell and a client login on the server per pod each time: at every 5 s the probes
 	// of 90 pods kept this project's 2-core test machine busy creating processes (45 a second)
-	// and slowed everything else on it, as they would crowd a real node. Nothing of a failover
-	// waits for readiness (the supervisor checks the primary over SQL, and routing follows the
-	// role labels it moves); a server that exits is not ready at once (its container stopped),
-	// and one that stops answering leaves the Services after two failed probes, within 20 s.
+	// and slowed everything else on it, as they would crowd a real node. A server that exits is
+	// not ready at once (its container stopped); one that stops answering leaves the Services
+	// 12-22 s later (two failed probes 10 s apart, 2 s timeout), plus the endpoints' sync. The
+	// supervisor checks the primary over SQL, not through readiness, and routing follows the
+	// role labels it moves; but a replica that is not Ready counts as unreachable to a failover
+	// (it blocks the receiver fence), and after a failed probe it is Ready again only at the
+	// next one, up to 10 s later.
 	readiness = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: readinessCommand(t)}},
 		PeriodSeconds:    10,
@@ -255,12 +258,14 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 	}
 	// Alive means the process answers at all (ping succeeds even when access is denied, so it
 	// needs no password and no shell); it runs once the startup probe has passed, every 20 s,
-	// and is generous (a minute of failures), so a busy server is not killed.
+	// and is generous, so a busy server is not killed: a server is restarted only after it has
+	// answered no ping for at least 65 s (three failed probes after a last good one, then a 5 s
+	// timeout), about 85 s at most.
 	liveness = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{t.admin, "--protocol=socket", "ping"}}},
 		PeriodSeconds:    20,
 		TimeoutSeconds:   5,
-		FailureThreshold: 3,
+		FailureThreshold: 4,
 		SuccessThreshold: 1,
 	}
 	return startup, readiness, liveness
