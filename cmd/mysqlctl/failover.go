@@ -53,7 +53,8 @@ recorded in the cluster's status with its evidence before the next begins:
                       have no errant ones (judged against the known primaries and the bootstrap
                       provenance) and no lag above failover.maxCandidateLag. With no safe candidate the
                       cluster is marked Degraded with the reasons, and nothing is promoted.
-  WaitingForRelayLog  the candidate applies everything it received
+  WaitingForRelayLog  the candidate applies everything it received (skipped when Electing saw it
+                      had applied it all, and the fenced primary's set if it was fenced over SQL)
   Promoting           it stops replicating, becomes semi-sync source and writable
   MovingPrimary       the role labels move, so the primary Service follows
   Repointing          the other replicas replicate from it if their history is an ancestor of its own;

@@ -199,6 +199,11 @@ type Decision struct {
 	Rejected []string
 	// Safe is false when Force chose a candidate that is not provably safe.
 	Safe bool
+	// Drained is true when the candidate had already applied everything it received when it
+	// was observed (its relay log is drained): what it executed (on MariaDB gtid_current_pos
+	// and the binlog state, which the promotion's own check reads too) holds CandidateSet, so
+	// there is nothing left to wait for.
+	Drained bool
 }
 
 // ErrNoSafeCandidate means no member is provably safe to promote.
@@ -359,6 +364,7 @@ func Elect(in ElectInput) (Decision, error) {
 		return d, fmt.Errorf("%w: %s", ErrNoSafeCandidate, what)
 	}
 	d.Candidate, d.CandidateSet = chosen.m.Name, chosen.set.String()
+	_, d.Drained = executed(chosen.m.Snapshot).contains(chosen.set)
 	return d, nil
 }
 
@@ -436,7 +442,7 @@ type history struct {
 // a divergence between the two is reported as the reason the instance is unsafe.
 func receivedAndExecuted(s topology.Snapshot) (history, string) {
 	if s.Flavor.IsMariaDB() {
-		h := history{mariadb: true, pos: s.GTID.CurrentPos, state: slices.Clone(s.GTID.BinlogState)}
+		h := executed(s)
 		if s.GTID.IOPos.IsEmpty() {
 			return h, ""
 		}
@@ -458,6 +464,14 @@ func receivedAndExecuted(s topology.Snapshot) (history, string) {
 		return h, ""
 	}
 	return history{set: s.GTID.Executed.Union(s.GTID.Received)}, ""
+}
+
+// executed is what the instance has applied: receivedAndExecuted without its relay log.
+func executed(s topology.Snapshot) history {
+	if s.Flavor.IsMariaDB() {
+		return history{mariadb: true, pos: s.GTID.CurrentPos, state: slices.Clone(s.GTID.BinlogState)}
+	}
+	return history{set: s.GTID.Executed}
 }
 
 func (h history) empty() bool {

@@ -325,3 +325,41 @@ func TestElect(t *testing.T) {
 		})
 	}
 }
+
+// TestElectDrained: Drained says whether the chosen candidate has applied everything it
+// received; a received transaction it has not applied (by set or by MariaDB's per-server
+// binlog state) means WaitingForRelayLog must run.
+func TestElectDrained(t *testing.T) {
+	const u0 = "00000000-0000-0000-0000-000000000009"
+	tests := []struct {
+		name    string
+		members []Member
+		want    bool
+	}{
+		{"MySQL: received all applied", []Member{mysqlMember("db-1", 1, u0+":1-10", u0+":1-10"), mysqlMember("db-2", 2, u0+":1-9", u0+":1-9")}, true},
+		{"MySQL: nothing received on this connection", []Member{mysqlMember("db-1", 1, u0+":1-10", ""), mysqlMember("db-2", 2, u0+":1-9", u0+":1-9")}, true},
+		{"MySQL: one received transaction not applied", []Member{mysqlMember("db-1", 1, u0+":1-9", u0+":1-10"), mysqlMember("db-2", 2, u0+":1-9", u0+":1-9")}, false},
+		{"MariaDB: received position applied", []Member{mariadb("db-1", 1001, "0-1000-10", "0-1000-10", topology.ThreadStopped), mariadb("db-2", 1002, "0-1000-9", "", topology.ThreadStopped)}, true},
+		{"MariaDB: received position ahead of the applied one", []Member{mariadb("db-1", 1001, "0-1000-9", "0-1000-11", topology.ThreadStopped), mariadb("db-2", 1002, "0-1000-9", "", topology.ThreadStopped)}, false},
+		{"MariaDB: another domain received, not applied", []Member{mariadb("db-1", 1001, "0-1000-10", "0-1000-10,1-1000-3", topology.ThreadStopped), mariadb("db-2", 1002, "0-1000-9", "", topology.ThreadStopped)}, false},
+		{"MariaDB: position applied but the binlog lacks the source's server", []Member{func() Member {
+			m := mariadb("db-1", 1001, "0-1000-10", "0-1000-10", topology.ThreadStopped)
+			m.Snapshot.GTID.BinlogState = nil // applied without log_slave_updates: the binlog proves nothing
+			return m
+		}(), mariadb("db-2", 1002, "0-1000-9", "", topology.ThreadStopped)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Elect(ElectInput{Members: tt.members})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Candidate != "db-1" {
+				t.Fatalf("candidate %s, want db-1 (%s)", d.Candidate, d.Reason)
+			}
+			if d.Drained != tt.want {
+				t.Errorf("Drained = %v, want %v (candidate set %s)", d.Drained, tt.want, d.CandidateSet)
+			}
+		})
+	}
+}

@@ -133,11 +133,44 @@ func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.
 	if !d.Safe {
 		reason += "; forced: " + ev.Forced
 	}
+	next := StageWaitingForRelayLog
+	if relayLogApplied(d, members, ev.FencedGTIDSet) {
+		// What WaitingForRelayLog waits for is applied already (nothing missing), so the
+		// failover goes on to Promoting, which proves again that the candidate holds its
+		// elected set.
+		next = StagePromoting
+		reason += "; it has applied everything it received"
+		if ev.FencedGTIDSet != "" {
+			reason += " and the fenced primary's set"
+		}
+		reason += ": WaitingForRelayLog is skipped"
+	}
 	r.event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
-	return StageWaitingForRelayLog, func(s *v1.MysqlClusterStatus) {
+	return next, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.Candidate, e.CandidateGTIDSet, e.CandidateReason, e.Rejected = d.Candidate, d.CandidateSet, reason, d.Rejected
+		if next == StagePromoting {
+			e.TransactionsMissing = 0
+		}
 	}, nil
+}
+
+// relayLogApplied reports whether the elected candidate, as Electing observed it, had applied
+// everything it received and, when the old primary was fenced over SQL, every transaction of
+// the fenced set: then WaitingForRelayLog has nothing to wait for.
+func relayLogApplied(d failover.Decision, members []failover.Member, fenced string) bool {
+	if !d.Drained {
+		return false
+	}
+	if fenced == "" {
+		return true
+	}
+	for _, m := range members {
+		if m.Name == d.Candidate {
+			return missing(m.Snapshot, fenced) == 0
+		}
+	}
+	return false
 }
 
 func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {

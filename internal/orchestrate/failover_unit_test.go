@@ -228,3 +228,33 @@ func TestMembersObservedAtOnce(t *testing.T) {
 		t.Errorf("missing %v, want %v", missing, want)
 	}
 }
+
+// TestRelayLogApplied: Electing skips WaitingForRelayLog only for a candidate that has applied
+// what it received and, when the old primary was fenced over SQL, every transaction of the
+// fenced set.
+func TestRelayLogApplied(t *testing.T) {
+	cand := failover.Member{Name: "db-1", Snapshot: mariaSnap("0-1000-10", "0-1000-10", "0-1000-10")}
+	other := failover.Member{Name: "db-2", Snapshot: mariaSnap("0-1000-12", "0-1000-12", "0-1000-12")}
+	members := []failover.Member{cand, other}
+	drained := failover.Decision{Candidate: "db-1", Drained: true}
+	for _, tt := range []struct {
+		name    string
+		d       failover.Decision
+		members []failover.Member
+		fenced  string
+		want    bool
+	}{
+		{"relay log not applied", failover.Decision{Candidate: "db-1"}, members, "", false},
+		{"applied, fenced by its receivers", drained, members, "", true},
+		{"applied, holds the fenced set", drained, members, "0-1000-10", true},
+		{"applied, lacks some of the fenced set", drained, members, "0-1000-11", false},
+		{"applied, the fenced set unreadable", drained, members, "not a position", false},
+		{"the candidate not among the members observed", drained, []failover.Member{other}, "0-1000-10", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := relayLogApplied(tt.d, tt.members, tt.fenced); got != tt.want {
+				t.Errorf("relayLogApplied = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -107,6 +108,71 @@ func waitPodReady(t *testing.T, ctx context.Context, pod string, oldUID string) 
 			return fmt.Errorf("not yet (uid %s, phase %s)", p.UID, p.Status.Phase)
 		}
 		return nil
+	})
+}
+
+// holdAppliers makes the appliers of the pods' servers wait: one session on each holds FLUSH
+// TABLES WITH READ LOCK, so what the primary commits next is received, and acknowledged by
+// semi-sync, but not applied. The candidate of a failover started now has a relay log to apply:
+// WaitingForRelayLog has work to do. The returned function releases the locks (idempotent).
+func holdAppliers(t *testing.T, ctx context.Context, root string, pods ...string) (release func()) {
+	t.Helper()
+	var conns []*sql.Conn
+	release = func() {
+		for _, c := range conns {
+			_, _ = c.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			_ = c.Close()
+		}
+		conns = nil
+	}
+	t.Cleanup(release)
+	for _, p := range pods {
+		c, err := db(t, mustPodAddr(t, ctx, p), root).Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := c.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
+			t.Fatalf("hold the applier of %s: %v", p, err)
+		}
+	}
+	return release
+}
+
+// lagsBehind waits until one of the pods' servers has received more than it has applied (the
+// most advanced replica, which a failover elects, holds the last acknowledged write).
+func lagsBehind(t *testing.T, ctx context.Context, root string, pods ...string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dbs := map[string]*sql.DB{}
+	for _, p := range pods {
+		dbs[p] = db(t, mustPodAddr(t, ctx, p), root)
+	}
+	eventually(t, cctx, "a replica holds received transactions it has not applied", func() error {
+		var seen []string
+		for _, p := range pods {
+			d := dbs[p]
+			m, err := slaveStatus(ctx, d)
+			if err != nil {
+				return err
+			}
+			io := m["Gtid_IO_Pos"]
+			if io == "" {
+				seen = append(seen, p+" received nothing")
+				continue
+			}
+			// -1: what it received is not applied (the wait times out at once).
+			var waited int
+			if err := d.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 0)", io).Scan(&waited); err != nil {
+				return err
+			}
+			if waited == -1 {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s has applied all it received (%s)", p, io))
+		}
+		return errors.New(strings.Join(seen, "; "))
 	})
 }
 
@@ -529,6 +595,13 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	root := appCluster(t, ctx, "fk", 3)
 	defer deleteCluster(t, "fk")
 	pods := []string{"fk-0", "fk-1", "fk-2"}
+	// While its applier is held (WaitingForRelayLog below) a candidate's lag grows: the
+	// default bound (30s) could reject it on a slow machine.
+	c := getCluster(t, ctx, "fk")
+	c.Spec.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	crash := func(i int) (string, string) {
 		primary := getCluster(t, ctx, "fk").Status.CurrentPrimary
 		if _, err := db(t, mustPodAddr(t, ctx, primary), root).ExecContext(ctx, "INSERT INTO app.w VALUES (?)", i); err != nil {
@@ -568,11 +641,28 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	i := 0
 	for _, stage := range orchestrate.FailoverStages {
 		i++
+		release := func() {}
+		if stage == orchestrate.StageWaitingForRelayLog {
+			// Only a candidate with a relay log left to apply waits at this stage; one that
+			// has applied everything goes from Electing straight to Promoting.
+			primary := getCluster(t, ctx, "fk").Status.CurrentPrimary
+			replicas := slices.DeleteFunc(slices.Clone(pods), func(p string) bool { return p == primary })
+			release = holdAppliers(t, ctx, root, replicas...)
+		}
 		before, uid := crash(i)
+		if stage == orchestrate.StageWaitingForRelayLog {
+			lagsBehind(t, ctx, root, slices.DeleteFunc(slices.Clone(pods), func(p string) bool { return p == before })...)
+		}
 		out := killAt(t, ctx, stage, "failover", "fk")
+		release()
 		c := getCluster(t, ctx, "fk")
 		if c.Status.Operation == nil || c.Status.Operation.Stage != stage {
 			t.Fatalf("killed at %s, recorded %+v\n%s", stage, c.Status.Operation, out)
+		}
+		if ev := c.Status.Operation.Evidence; stage == orchestrate.StagePromoting && (ev == nil || !strings.Contains(ev.CandidateReason, "WaitingForRelayLog is skipped") || strings.Contains(out, "failover "+orchestrate.StageWaitingForRelayLog)) {
+			// The candidate had applied the one write seconds before the failover elected it:
+			// nothing to wait for.
+			t.Errorf("the failover waited for a relay log with nothing in it: evidence %+v\n%s", ev, out)
 		}
 		res := mysqlctl(t, "resume", "fk", "--timeout", "2m")
 		if res.code != 0 {
@@ -611,7 +701,7 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("abort: %d %s", res.code, res.stderr)
 	}
-	c := getCluster(t, ctx, "fk")
+	c = getCluster(t, ctx, "fk")
 	if c.Status.Operation != nil || c.Status.CurrentPrimary != before || c.Status.History[0].Result != "Aborted" || c.Status.Phase != v1.PhaseDegraded {
 		t.Fatalf("after abort: op %+v primary %s history %+v phase %s", c.Status.Operation, c.Status.CurrentPrimary, c.Status.History[0], c.Status.Phase)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -383,6 +384,9 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	pods := []string{"wk-0", "wk-1", "wk-2"}
 	c := getCluster(t, ctx, "wk")
 	c.Spec.Failover.Cooldown = &metav1.Duration{}
+	// While its applier is held (WaitingForRelayLog) a candidate's lag grows: the default
+	// bound (30s) could reject it on a slow machine.
+	c.Spec.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
 	if err := kube(t).Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -715,6 +719,17 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 		})
 	}
 	primary := getCluster(t, ctx, "wk").Status.CurrentPrimary
+	release := func() {}
+	if stage == orchestrate.StageWaitingForRelayLog {
+		// Only a candidate with a relay log left to apply waits at this stage: the replicas
+		// receive (and acknowledge) one more write but do not apply it.
+		replicas := slices.DeleteFunc(slices.Clone(pods), func(p string) bool { return p == primary })
+		release = holdAppliers(t, ctx, root, replicas...)
+		if _, err := db(t, mustPodAddr(t, ctx, primary), root).ExecContext(ctx, "INSERT INTO app.w SELECT COALESCE(MAX(id), 0) + 1 FROM app.w"); err != nil {
+			t.Fatalf("write on %s: %v", primary, err)
+		}
+		lagsBehind(t, ctx, root, replicas...)
+	}
 	if err := r.Inject(rig.Kill, "default", primary); err != nil {
 		t.Fatal(err)
 	}
@@ -727,6 +742,7 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 	killed := time.Now()
 	_ = first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
+	release()
 	if c := getCluster(t, ctx, "wk"); c.Status.Operation == nil || c.Status.Operation.Stage != stage {
 		t.Fatalf("no failover recorded at %s after the watch was killed: %+v", stage, c.Status.Operation)
 	}
