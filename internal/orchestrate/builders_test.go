@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
 )
 
 func testCluster(mutate ...func(*v1.MysqlCluster)) *v1.MysqlCluster {
@@ -129,20 +130,42 @@ func TestBuildStatefulSet(t *testing.T) {
 		t.Errorf("root password env %+v", env)
 	}
 	probe := strings.Join(ctr.ReadinessProbe.Exec.Command, " ")
-	if !strings.Contains(probe, `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb --protocol=socket -uroot`) || strings.Contains(probe, " -p") || strings.Contains(probe, "--password") {
+	if !strings.Contains(probe, `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb --protocol=socket -uroot`) || strings.Contains(probe, " -p") || strings.Contains(probe, "--password") {
 		t.Errorf("readiness probe must run SQL over the socket without a password argument: %s", probe)
 	}
-	// Run it (sh, with a stand-in client that answers as a server would): Ready only for a
-	// server with networking on, never for the entrypoint's temporary init server.
-	for answer, ready := range map[string]bool{"echo 0": true, "echo 1": false, "exit 1": false} {
-		bin := t.TempDir()
-		if err := os.WriteFile(filepath.Join(bin, "mariadb"), []byte("#!/bin/sh\n[ \"$MYSQL_PWD\" = s3cret ] || exit 1\n"+answer+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	// Run it (sh and the real client) against real servers: Ready only for a server with
+	// networking on, never for one run as the entrypoint's temporary init server, nor with a
+	// wrong password.
+	// The client is the real one, told which socket to use (the machine's option files name
+	// their own, which the MYSQL_UNIX_PORT default would not override).
+	real, err := exec.LookPath("mariadb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "mariadb"), []byte("#!/bin/sh\nexec "+real+" \"$@\" --socket=\"$TEST_SOCKET\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	serving := mariadbtest.Start(t, mariadbtest.Options{Name: "serving"})
+	initServer := mariadbtest.Start(t, mariadbtest.Options{Name: "init", SkipNetworking: true})
+	for _, tc := range []struct {
+		what     string
+		srv      *mariadbtest.Server
+		password string
+		ready    bool
+	}{
+		{"a server with networking on", serving, mariadbtest.RootPassword, true},
+		{"a server with skip_networking", initServer, mariadbtest.RootPassword, false},
+		{"a wrong password", serving, "wrong", false},
+	} {
 		cmd := exec.Command(ctr.ReadinessProbe.Exec.Command[0], ctr.ReadinessProbe.Exec.Command[1:]...)
-		cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "MARIADB_ROOT_PASSWORD=s3cret"}
-		if err := cmd.Run(); (err == nil) != ready {
-			t.Errorf("readiness with the client answering %q: err %v, want ready %v", answer, err, ready)
+		cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "MARIADB_ROOT_PASSWORD=" + tc.password, "TEST_SOCKET=" + tc.srv.Socket()}
+		out, err := cmd.CombinedOutput()
+		if (err == nil) != tc.ready {
+			t.Errorf("readiness against %s: err %v, want ready %v\n%s", tc.what, err, tc.ready, out)
+		}
+		if strings.Contains(string(out), mariadbtest.RootPassword) {
+			t.Errorf("readiness printed the password: %s", out)
 		}
 	}
 	// Started is the server's port open (the temporary init server has networking off), probed

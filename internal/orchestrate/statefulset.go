@@ -70,10 +70,15 @@ printf '[mysqld]\nserver_id = %%d\nreport_host = %%s\n' "$((%[4]d + ordinal))" "
 // socket; the password travels in MYSQL_PWD, never on the command line, where ps would show it): the image entrypoint's
 // temporary server, which initialises an empty datadir, answers on the socket too but runs with
 // skip_networking, and a pod must not be Ready (nor bootstrap connect to it) until the real
-// server listens on the network.
+// server listens on the network. readySQL fails there, so the client's exit status is the
+// answer: the shell only sets MYSQL_PWD and execs the client (no subshell, no second process).
 func readinessCommand(t flavorTools) []string {
-	return []string{"sh", "-c", fmt.Sprintf(`out=$(MYSQL_PWD="$%s" %s --protocol=socket -uroot -N -B -e 'SELECT @@skip_networking') && [ "$out" = 0 ]`, t.rootPasswordEnv, t.client)}
+	return []string{"sh", "-c", fmt.Sprintf(`MYSQL_PWD="$%s" exec %s --protocol=socket -uroot -N -B -e '%s'`, t.rootPasswordEnv, t.client, readySQL)}
 }
+
+// readySQL succeeds only on a server with networking on: with skip_networking the scalar
+// subquery returns two rows, an error (1242) on MySQL and MariaDB alike.
+const readySQL = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE @@skip_networking)"
 
 // BuildStatefulSet returns the StatefulSet. The rolling-update partition starts at the replica
 // count so no template change ever rolls a pod by itself: the upgrade operation lowers it one
@@ -240,9 +245,10 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 	// init server); whether it replicates correctly is proven separately by mysqlctl from
 	// replication evidence. It runs once the startup probe has passed (at once, so a started
 	// pod is Ready within about a second), then every 10 s. An exec probe costs a container
-	// exec, a shell and a client login on the server per pod each time: at every 5 s the probes
-	// of 90 pods kept this project's 2-core test machine busy creating processes (45 a second)
-	// and slowed everything else on it, as they would crowd a real node. A server that exits is
+	// exec (one new process, which becomes the shell, then the client) and a client login on
+	// the server per pod each time: at every 5 s, with a subshell, the probes of 90 pods kept
+	// this project's 2-core test machine busy creating processes (45 a second) and slowed
+	// everything else on it, as they would crowd a real node. A server that exits is
 	// not ready at once (its container stopped); one that stops answering leaves the Services
 	// 12-22 s later (two failed probes 10 s apart, 2 s timeout), plus the endpoints' sync. The
 	// supervisor checks the primary over SQL, not through readiness, and routing follows the

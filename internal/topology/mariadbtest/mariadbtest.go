@@ -63,6 +63,9 @@ type Options struct {
 	// Args are extra mariadbd options, for example
 	// "--rpl-semi-sync-master-enabled=ON".
 	Args []string
+	// SkipNetworking runs the server as an image entrypoint runs its temporary
+	// init server: no TCP listener, the Unix socket only (DSN and DB use it).
+	SkipNetworking bool
 }
 
 // Server is one running mariadbd.
@@ -81,6 +84,8 @@ type Server struct {
 	done    chan struct{} // closed once the process has been waited for
 	waitErr error
 	sockDir string
+	// socketOnly is Options.SkipNetworking.
+	socketOnly bool
 	// ownDir is removed after shutdown (shared servers only; Start's
 	// directories belong to testing.TB.TempDir).
 	ownDir  string
@@ -237,6 +242,8 @@ func launch(o Options, tpl, dataDir string) (*Server, error) {
 		done:     make(chan struct{}),
 		sockDir:  sockDir,
 		logPath:  filepath.Join(dataDir, "mariadbd.err"),
+
+		socketOnly: o.SkipNetworking,
 	}
 	args := append(serverArgs(dataDir, sockDir),
 		"--bind-address="+o.Host,
@@ -254,6 +261,9 @@ func launch(o Options, tpl, dataDir string) (*Server, error) {
 		"--max-connections=200",
 	)
 	args = append(args, o.Args...)
+	if o.SkipNetworking {
+		args = append(args, "--skip-networking")
+	}
 	if err := s.spawn(args); err != nil {
 		_ = os.RemoveAll(sockDir)
 		return nil, err
@@ -343,6 +353,9 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	}
 }
 
+// Socket is the path of the server's Unix socket (the client's MYSQL_UNIX_PORT).
+func (s *Server) Socket() string { return filepath.Join(s.sockDir, "s") }
+
 // Addr returns "host:port".
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
 
@@ -353,8 +366,10 @@ func (s *Server) DSN(user, password string) string {
 	cfg := mysql.NewConfig()
 	cfg.User = user
 	cfg.Passwd = password
-	cfg.Net = "tcp"
-	cfg.Addr = s.Addr()
+	cfg.Net, cfg.Addr = "tcp", s.Addr()
+	if s.socketOnly {
+		cfg.Net, cfg.Addr = "unix", s.Socket()
+	}
 	cfg.InterpolateParams = true
 	cfg.Timeout = 5 * time.Second
 	cfg.ReadTimeout = 60 * time.Second
@@ -647,6 +662,8 @@ func buildTemplate() (string, error) {
 		"CREATE TABLE " + AppTable + " (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))",
 		"CREATE USER 'app'@'%' IDENTIFIED BY '" + AppPassword + "'",
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON " + AppDatabase + ".* TO 'app'@'%'",
+		// Last, as this session's own account: over the socket too, the password decides.
+		"ALTER USER 'root'@'localhost' IDENTIFIED BY '" + RootPassword + "'",
 	}
 	// The host name entry depends on the machine's name.
 	if host, err := os.Hostname(); err == nil {
