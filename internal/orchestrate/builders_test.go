@@ -135,15 +135,14 @@ func TestBuildStatefulSet(t *testing.T) {
 	}
 	// Run it (sh and the real client) against real servers: Ready only for a server with
 	// networking on, never for one run as the entrypoint's temporary init server, nor with a
-	// wrong password.
-	// The client is the real one, told which socket to use (the machine's option files name
-	// their own, which the MYSQL_UNIX_PORT default would not override).
-	real, err := exec.LookPath("mariadb")
+	// wrong password. The client is told which socket to use: the machine's option files name
+	// their own, which the MYSQL_UNIX_PORT default would not override.
+	client, err := exec.LookPath("mariadb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "mariadb"), []byte("#!/bin/sh\nexec "+real+" \"$@\" --socket=\"$TEST_SOCKET\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "mariadb"), []byte("#!/bin/sh\nexec "+client+" \"$@\" --socket=\"$TEST_SOCKET\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	serving := mariadbtest.Start(t, mariadbtest.Options{Name: "serving"})

@@ -353,7 +353,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	}
 }
 
-// Socket is the path of the server's Unix socket (the client's MYSQL_UNIX_PORT).
+// Socket is the path of the server's Unix socket.
 func (s *Server) Socket() string { return filepath.Join(s.sockDir, "s") }
 
 // Addr returns "host:port".
