@@ -77,7 +77,8 @@ func readinessCommand(t flavorTools) []string {
 }
 
 // readySQL succeeds only on a server with networking on: with skip_networking the scalar
-// subquery returns two rows, an error (1242) on MySQL and MariaDB alike.
+// subquery returns two rows, an error (1242, measured on MariaDB; MySQL documents the same
+// ER_SUBQUERY_NO_1_ROW for it).
 const readySQL = "SELECT (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE @@skip_networking)"
 
 // BuildStatefulSet returns the StatefulSet. The rolling-update partition starts at the replica

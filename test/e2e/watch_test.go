@@ -723,7 +723,7 @@ func watchKilledAt(t *testing.T, ctx context.Context, root string, pods []string
 	if stage == orchestrate.StageWaitingForRelayLog {
 		// Only a candidate with a relay log left to apply waits at this stage: the replicas
 		// receive (and acknowledge) one more write but do not apply it.
-		replicas := slices.DeleteFunc(slices.Clone(pods), func(p string) bool { return p == primary })
+		replicas := replicasOf(pods, primary)
 		release = holdAppliers(t, ctx, root, replicas...)
 		if _, err := db(t, mustPodAddr(t, ctx, primary), root).ExecContext(ctx, "INSERT INTO app.w SELECT COALESCE(MAX(id), 0) + 1 FROM app.w"); err != nil {
 			t.Fatalf("write on %s: %v", primary, err)
@@ -1133,6 +1133,11 @@ func TestWatchObservesOnlyWhenAutoOff(t *testing.T) {
 	if c := getCluster(t, ctx, "wo"); c.Status.CurrentPrimary == primary || writableCount(t, ctx, root, pods...) != 1 {
 		t.Fatalf("after the person's failover: primary %s, %d writable", c.Status.CurrentPrimary, writableCount(t, ctx, root, pods...))
 	}
+}
+
+// replicasOf is pods without the primary.
+func replicasOf(pods []string, primary string) []string {
+	return slices.DeleteFunc(slices.Clone(pods), func(p string) bool { return p == primary })
 }
 
 // aReplica is the last of pods that is not the primary.
