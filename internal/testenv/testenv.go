@@ -44,6 +44,12 @@ type Env struct {
 	Kubeconfig string
 	// Dir is the temporary directory holding certificates, kubeconfig and logs.
 	Dir string
+	// KubeletCA signs the API server's kubelet client certificate, which the API server presents
+	// to nodes for logs, exec and port-forward; a node serves with a certificate it signs
+	// (IssueServing) and accepts clients it signed, as a kubelet with --client-ca-file does. The
+	// API server checks the node's certificate against it (--kubelet-certificate-authority) and
+	// reaches nodes at their InternalIP, never by resolving their names.
+	KubeletCA *CA
 
 	binDir string
 	env    *envtest.Environment
@@ -125,6 +131,9 @@ func Start(opts Options) (_ *Env, retErr error) {
 		e.env.CRDDirectoryPaths = []string{filepath.Join(root, "manifests", "crd")}
 		e.env.ErrorIfCRDPathMissing = true
 	}
+	if err := e.configureKubeletClient(); err != nil {
+		return nil, err
+	}
 	before := childPIDs(bin)
 	cfg, err := e.env.Start()
 	e.adopt(before)
@@ -183,6 +192,33 @@ func Start(opts Options) (_ *Env, retErr error) {
 		}
 	}
 	return e, nil
+}
+
+// configureKubeletClient makes the kubelet CA and the API server's client certificate, and
+// points the API server at them.
+func (e *Env) configureKubeletClient() error {
+	ca, err := NewCA("mysqlctl-testenv-kubelet-ca")
+	if err != nil {
+		return err
+	}
+	// kubeadm's name and group for this certificate: system:masters may use every node API.
+	client, err := ca.IssueClient("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.Dir, "kubelet-ca.crt"), ca.CertPEM, 0o600); err != nil {
+		return err
+	}
+	if err := writePEM(e.Dir, "kubelet-client.crt", "kubelet-client.key", client); err != nil {
+		return err
+	}
+	e.KubeletCA = ca
+	e.env.ControlPlane.GetAPIServer().Configure().
+		Set("kubelet-client-certificate", filepath.Join(e.Dir, "kubelet-client.crt")).
+		Set("kubelet-client-key", filepath.Join(e.Dir, "kubelet-client.key")).
+		Set("kubelet-certificate-authority", filepath.Join(e.Dir, "kubelet-ca.crt")).
+		Set("kubelet-preferred-address-types", "InternalIP")
+	return nil
 }
 
 // startProcess starts a component as a child that the kernel kills if this process dies.

@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
@@ -124,10 +126,15 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 		r.logFile, logw = f, f
 	}
 	logw = &syncWriter{w: logw}
+	// The streaming server of the node's kubelet API reports its errors through klog: into the
+	// rig's log, not the test's output.
+	klog.LogToStderr(false)
+	klog.SetOutput(logw)
 
 	// The image and the datadir template are prepared while the control plane starts.
 	var wg sync.WaitGroup
 	var agErr error
+	var kubeletCA *testenv.CA // set once the control plane runs, before the agent starts
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -138,6 +145,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 			RestartBackoff:    opts.RestartBackoff,
 			MaxRestartBackoff: opts.MaxRestartBackoff,
 			Log:               logw,
+			KubeletTLS:        func(ip string) (*tls.Config, error) { return kubeletTLS(kubeletCA, ip) },
 		})
 	}()
 	env, envErr := testenv.Start(testenv.Options{ControllerManager: true, Scheduler: true, SkipCRDs: opts.SkipCRDs, Log: logw})
@@ -146,6 +154,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 	if envErr != nil {
 		return nil, fmt.Errorf("control plane: %w", envErr)
 	}
+	kubeletCA = env.KubeletCA
 	if agErr != nil {
 		return nil, fmt.Errorf("node agent: %w", agErr)
 	}
@@ -193,6 +202,29 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 	}
 	return r, nil
 }
+
+// kubeletTLS is the node's kubelet API configuration, as a kubelet with --tls-cert-file and
+// --client-ca-file has: a serving certificate for its address signed by the cluster's kubelet CA
+// (which the API server checks), and only clients that CA signed (the API server's kubelet client).
+func kubeletTLS(ca *testenv.CA, nodeIP string) (*tls.Config, error) {
+	if ca == nil {
+		return nil, errors.New("the control plane has no kubelet CA")
+	}
+	cert, err := ca.IssueServing("rig-node-kubelet", nodeIP)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    ca.Pool(),
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// KubeletCA is the control plane's kubelet CA: it signed the node's serving certificate and the
+// API server's kubelet client certificate.
+func (r *Rig) KubeletCA() *testenv.CA { return r.env.KubeletCA }
 
 // StartT starts a rig for one test (or benchmark) and stops it when the test ends, failing the test
 // if anything the rig started is still running afterwards.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,11 @@ type Config struct {
 	MaxRestartBackoff time.Duration
 	// Log receives the agent's log lines; nil discards them.
 	Log io.Writer
+	// KubeletTLS, when set, makes the node serve the kubelet API the API server proxies to
+	// (port-forward, exec, containerLogs) on its address and KubeletPort, with the TLS
+	// configuration it returns for that address: a serving certificate, and the client CA the
+	// API server's kubelet client certificate must chain to.
+	KubeletTLS func(nodeIP string) (*tls.Config, error)
 }
 
 // Agent is a running node agent.
@@ -72,6 +78,8 @@ type Agent struct {
 	confirmed   map[types.UID]bool // deletions the agent confirmed, until the informer sees them
 	mountpoints []string           // mount points the agent had to create on the host
 	stopped     bool
+	kubeletPort int32  // the kubelet API's port, 0 when the node serves none
+	stopKubelet func() // stops the kubelet API server
 
 	podLister     corelisters.PodLister
 	pvcLister     corelisters.PersistentVolumeClaimLister
@@ -185,6 +193,16 @@ func (a *Agent) Start(ctx context.Context, restConfig *rest.Config) error {
 	a.cs = cs
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 
+	if a.cfg.KubeletTLS != nil {
+		tlsConfig, err := a.cfg.KubeletTLS(a.nodeIP)
+		if err != nil {
+			return fmt.Errorf("kubelet API: %w", err)
+		}
+		if a.stopKubelet, err = a.serveKubelet(tlsConfig); err != nil {
+			return err
+		}
+		a.kubeletPort = KubeletPort
+	}
 	if err := a.registerNode(ctx); err != nil {
 		return err
 	}
@@ -272,6 +290,9 @@ func (a *Agent) Stop() error {
 	a.mu.Unlock()
 	if a.cancel != nil {
 		a.cancel()
+	}
+	if a.stopKubelet != nil {
+		a.stopKubelet()
 	}
 	for _, w := range workers {
 		w.shutdown()

@@ -65,10 +65,13 @@ func (a *Agent) nodeStatus(now metav1.Time) corev1.NodeStatus {
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "mysqlctl rig node agent is posting ready status"),
 		},
+		// The API server reaches the node at its InternalIP (the control plane runs with
+		// --kubelet-preferred-address-types=InternalIP): the node's name resolves nowhere.
 		Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: a.nodeIP},
 			{Type: corev1.NodeHostName, Address: a.cfg.NodeName},
 		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: a.kubeletPort}},
 		NodeInfo: corev1.NodeSystemInfo{
 			MachineID:               a.cfg.RigID,
 			SystemUUID:              a.cfg.RigID,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
@@ -214,11 +215,28 @@ type execResult struct {
 }
 
 // execIn runs argv inside the namespaces and the cgroup of the container whose main process is pid
-// (as `kubectl exec` and exec probes do), with the container's environment and working directory,
-// and kills its whole process group when the timeout expires.
+// (as exec probes do), with the container's environment and working directory, and kills its
+// whole process group when the timeout expires.
 func execIn(ctx context.Context, pid int, cgroup string, argv, env []string, workDir string, timeout time.Duration) execResult {
+	var out limitedBuffer
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	code, err := execStreams(ctx, pid, cgroup, argv, env, workDir, nil, &out, &out)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("command timed out after %s", timeout)
+	}
+	if err != nil {
+		return execResult{exitCode: -1, output: out.String(), err: err}
+	}
+	return execResult{exitCode: code, output: out.String()}
+}
+
+// execStreams runs argv inside the namespaces and the cgroup of the container whose main process
+// is pid (as `kubectl exec` does) with the given standard streams, and returns its exit code. When
+// ctx ends first, the command's whole process group is killed and ctx's error returned.
+func execStreams(ctx context.Context, pid int, cgroup string, argv, env []string, workDir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) == 0 {
-		return execResult{err: errors.New("empty command")}
+		return -1, errors.New("empty command")
 	}
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cgroup != "" {
@@ -236,35 +254,32 @@ func execIn(ctx context.Context, pid int, cgroup string, argv, env []string, wor
 	args := append([]string{"--target", strconv.Itoa(pid), "--mount", "--uts", "--wd=" + wd, "--"}, argv...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Env = env
-	var out limitedBuffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// A stdin that never ends (a client that keeps its stream open) must not keep Wait from
+	// returning once the command has exited.
+	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
-		return execResult{err: err}
+		return -1, err
 	}
 	child := cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { waitExit(child); close(exited) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var timedOut error
+	var stopped error
 	select {
 	case <-exited:
-	case <-timer.C:
-		timedOut = fmt.Errorf("command timed out after %s", timeout)
 	case <-ctx.Done():
-		timedOut = ctx.Err()
+		stopped = ctx.Err()
 	}
 	// The leader is not reaped yet, so its process group ID is still ours: end whatever is left.
 	_ = syscall.Kill(-child, syscall.SIGKILL)
 	<-exited
 	err := cmd.Wait()
-	if timedOut != nil {
-		return execResult{exitCode: -1, output: out.String(), err: timedOut}
+	if stopped != nil {
+		return -1, stopped
 	}
 	code, _ := exitStatus(cmd, err)
-	return execResult{exitCode: code, output: out.String()}
+	return code, nil
 }
 
 // limitedBuffer keeps the first 4 KiB written to it.
