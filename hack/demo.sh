@@ -62,55 +62,36 @@ rig() { bin/rig "$1" --dir "$dir" "${@:2}"; }
 step "bin/mysqlctl install"
 bin/mysqlctl install --kubeconfig "$KUBECONFIG"
 
-cluster=""
-if bin/mysqlctl create --help >/dev/null 2>&1; then
-	cluster=demo
-	dialer=()
-	if bin/mysqlctl create --help 2>&1 | grep -q -- '--dialer'; then
-		# Pods have loopback addresses the CLI reaches directly (the rig has no kubelet API to
-		# port-forward through).
-		dialer=(--dialer direct)
-	fi
-	if bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" >/dev/null 2>&1; then
-		step "cluster $cluster exists already"
-	else
-		step "bin/mysqlctl create -f manifests/examples/demo.yaml --wait"
-		bin/mysqlctl create -f manifests/examples/demo.yaml --wait "${dialer[@]}" --kubeconfig "$KUBECONFIG" -n "$ns"
-	fi
-	step "bin/mysqlctl status $cluster"
-	bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" || true
+cluster=demo
+if bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" >/dev/null 2>&1; then
+	step "cluster $cluster exists already"
 else
-	step "mysqlctl create is not available yet: applying a plain MariaDB StatefulSet (test/rig/manifests/mariadb.yaml)"
-	rig apply -n "$ns" -f test/rig/manifests/mariadb.yaml
-	rig wait -n "$ns" -l app=mariadb --count 3 --timeout 5m
+	# mysqlctl reaches the servers as from any workstation: through the API server's
+	# pods/portforward and the rig node's kubelet API.
+	step "bin/mysqlctl create -f manifests/examples/demo.yaml --wait"
+	bin/mysqlctl create -f manifests/examples/demo.yaml --wait --kubeconfig "$KUBECONFIG" -n "$ns"
 fi
+step "bin/mysqlctl status $cluster"
+bin/mysqlctl status "$cluster" --kubeconfig "$KUBECONFIG" -n "$ns" || true
 
 step "pods"
 rig pods -n "$ns"
 
 first_pod=$(rig pods -n "$ns" | awk 'NR == 2 { print $1 }')
-first_ip=$(rig pods -n "$ns" | awk 'NR == 2 { print $6 }')
 
-# try CMD COMMENT prints one suggestion, aligned.
+# try CMD COMMENT prints one suggestion, aligned. test/demo runs every line printed here.
 try() { printf '  %-62s # %s\n' "$1" "$2"; }
-# has CMD tells whether this build of mysqlctl has a command.
-has() { bin/mysqlctl "$1" --help >/dev/null 2>&1; }
 
 printf '\nThe demo is running (work directory %s). Try:\n\n' "$dir"
 printf '  export KUBECONFIG=%s\n' "$KUBECONFIG"
-if command -v kubectl >/dev/null; then
-	try "kubectl get pods -o wide" "the pods, on their own loopback addresses"
-else
-	try "bin/rig pods --dir $dir" "the pods (kubectl is not installed)"
-fi
-if [ -n "$cluster" ]; then
-	try "bin/mysqlctl status $cluster" "roles, GTIDs, lag"
-	has switchover && try "bin/mysqlctl switchover $cluster --wait" "planned primary change"
-	has watch && try "bin/mysqlctl watch $cluster" "automatic failover while you inject faults"
-else
-	try "mariadb -h $first_ip -uroot -prig-demo-secret" "connect to a pod on its own address"
-	try "bin/rig addrs --dir $dir mariadb" "the Service's ready endpoints"
-fi
+# kubectl: the one on PATH, or the one built with the control plane.
+kubectl=kubectl
+command -v kubectl >/dev/null || kubectl="$MYSQLCTL_CONTROLPLANE_BIN/kubectl"
+try "$kubectl get pods -o wide" "the pods, on their own loopback addresses"
+try "$kubectl logs $first_pod" "the server's output, through the API server and the node"
+try "bin/mysqlctl status $cluster" "roles, GTIDs, lag"
+try "bin/mysqlctl switchover $cluster --wait" "planned primary change"
+try "bin/mysqlctl watch $cluster" "automatic failover while you inject faults (Ctrl-C ends it)"
 try "bin/rig kill --dir $dir $first_pod" "kill -9 the server; RESTARTS grows"
 try "bin/rig freeze --dir $dir $first_pod" "SIGSTOP: READY drops to 0/1 (bin/rig thaw …)"
 try "bin/rig cut --dir $dir $first_pod" "partition it (bin/rig restore …)"

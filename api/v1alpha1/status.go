@@ -186,7 +186,7 @@ const AnnotationRequest = "mysqlctl.io/request"
 type Request struct {
 	// ID identifies the request; the outcome in status.request carries it.
 	ID string `json:"id"`
-	// Type is switchover, failover, resume or abort.
+	// Type is switchover, failover, upgrade, scale, rebuild, resume or abort.
 	Type string `json:"type"`
 	// To is the requested new primary (switchover, failover).
 	To string `json:"to,omitempty"`
@@ -200,6 +200,10 @@ type Request struct {
 	DeleteData bool `json:"deleteData,omitempty"`
 	// NoSwitchover is scale --no-switchover.
 	NoSwitchover bool `json:"noSwitchover,omitempty"`
+	// Instance is the replica a rebuild request re-seeds.
+	Instance string `json:"instance,omitempty"`
+	// Donor is rebuild --from.
+	Donor string `json:"donor,omitempty"`
 	// CatchUpTimeout bounds the candidate's catch-up (switchover, failover).
 	CatchUpTimeout *metav1.Duration `json:"catchUpTimeout,omitempty"`
 	// By is who asked (the requesting process's actor name).
@@ -227,8 +231,8 @@ const (
 type RequestStatus struct {
 	// Identifier of the request, as in the mysqlctl.io/request annotation that carried it.
 	ID string `json:"id"`
-	// Kind of request: switchover, failover, resume or abort (unknown for an annotation that did
-	// not parse).
+	// Kind of request: switchover, failover, upgrade, scale, rebuild, resume or abort (unknown for
+	// an annotation that did not parse).
 	Type string `json:"type"`
 	// Accepted while the supervisor carries the request out, then Succeeded or Failed.
 	State RequestState `json:"state"`
@@ -416,6 +420,17 @@ type HAStatus struct {
 	// When the current state was entered.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// When this record was last written from an observation of the primary, by the judge named
+	// in judgedBy. A supervising `watch` rewrites it only when its judgement changes: while it
+	// renews its NAME-watch Lease it stands behind the record as written, so `mysqlctl status`
+	// takes the newer of this time and that Lease's last renewal as the last judgement, and
+	// calls it stale once that is older than a minute (at least three detection intervals).
+	// +optional
+	JudgedAt *metav1.Time `json:"judgedAt,omitempty"`
+	// What wrote this record: watch, bootstrap, converge (a `reconcile`, or the supervisor's
+	// repairer), switchover or failover.
+	// +optional
+	JudgedBy string `json:"judgedBy,omitempty"`
 	// When the last failover ended, or an automatic one failed; failover.cooldown counts from it.
 	// +optional
 	LastFailover *metav1.Time `json:"lastFailover,omitempty"`

@@ -167,7 +167,10 @@ type MysqlClusterSpec struct {
 	Paused bool `json:"paused,omitempty"`
 }
 
-// StorageSpec is the persistent volume claimed per instance.
+// StorageSpec is the persistent volume claimed per instance. It is fixed once the cluster exists:
+// a StatefulSet's volume claim templates cannot change, so a changed spec.storage is refused by the
+// API server before anything else is written (volume expansion is not supported yet).
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is fixed once the cluster exists (its volumes were claimed with it)"
 type StorageSpec struct {
 	// StorageClass of each instance's volume (`create --storage-class`); absent uses the Kubernetes
 	// cluster's default StorageClass. Fixed once the volumes exist.
@@ -179,6 +182,7 @@ type StorageSpec struct {
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",message="storage.size must be a positive Kubernetes quantity such as 10Gi or 500Mi"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",messageExpression="'storage.size is fixed once the cluster exists (volume expansion is not supported): it is ' + oldSelf"
 	// +optional
 	Size string `json:"size,omitempty"`
 }

@@ -209,6 +209,10 @@ func TestImmutableFields(t *testing.T) {
 		{"primaryService removed", func(m *v1.MysqlCluster) { m.Spec.PrimaryService = "" }, "primaryService cannot be removed once set"},
 		{"credentials removed", func(m *v1.MysqlCluster) { m.Spec.CredentialsSecretName = "" }, "credentialsSecretName cannot be removed once set"},
 		{"flavor changed", func(m *v1.MysqlCluster) { m.Spec.Flavor = v1.FlavorMySQL }, "flavor is immutable"},
+		// The StatefulSet's volume claim templates cannot change: refused here, before apply
+		// writes the ConfigMap or the budget (README's create then apply of another size did).
+		{"storage size changed", func(m *v1.MysqlCluster) { m.Spec.Storage.Size = "1Gi" }, "storage.size is fixed once the cluster exists (volume expansion is not supported): it is 10Gi"},
+		{"storage class set", func(m *v1.MysqlCluster) { m.Spec.Storage.StorageClassName = ptr.To("fast") }, "storage.storageClassName is fixed once the cluster exists"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,6 +95,10 @@ func (in *HAStatus) DeepCopyInto(out *HAStatus) {
 		in, out := &in.Since, &out.Since
 		*out = (*in).DeepCopy()
 	}
+	if in.JudgedAt != nil {
+		in, out := &in.JudgedAt, &out.JudgedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.LastFailover != nil {
 		in, out := &in.LastFailover, &out.LastFailover
 		*out = (*in).DeepCopy()

@@ -47,14 +47,16 @@ actor holds it).`,
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "How long the rollback may take")
-	addWaitFlag(cmd, &o.Wait)
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, 2*time.Minute)
 	addDialerFlag(cmd, &o.Dialer)
 	return cmd
 }

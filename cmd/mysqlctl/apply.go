@@ -56,7 +56,9 @@ holding the cluster's lease. Nothing at all is written when the apply is refused
   - exit code 4 when a new image breaks the version rules (checked against what the servers
     report, as 'upgrade --image' does).
 
-With --wait it also bootstraps a new cluster, or re-joins replicas of a running one, and waits.`,
+With --wait it also bootstraps a new cluster, or re-joins replicas of a running one, and waits.
+A rollout (or a scale) that apply starts is bounded by --timeout when it is given, else by
+upgrade's own default (30m), with or without --wait.`,
 		Example: example(f,
 			"# Apply a cluster definition",
 			"%[1]s apply -f manifests/examples/demo.yaml",
@@ -79,8 +81,7 @@ With --wait it also bootstraps a new cluster, or re-joins replicas of a running 
 		},
 	}
 	cmd.Flags().StringVarP(&o.create.File, "filename", "f", "", "The MysqlCluster YAML file")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Bootstrap or re-join replicas and wait until the cluster runs")
-	cmd.Flags().DurationVar(&o.create.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait. A rollout of a changed pod template may take this long when given, else 30m")
+	addBootstrapWaiting(cmd, &o.Wait, false, &o.create.Timeout, 10*time.Minute)
 	addDialerFlag(cmd, &o.create.Dialer)
 	return cmd
 }
@@ -90,7 +91,7 @@ func (o *ApplyOptions) Validate() error {
 	if o.create.File == "" {
 		return cmdutil.FlagErrorf("apply needs -f FILE")
 	}
-	return nil
+	return validateTimeout(o.create.Timeout)
 }
 
 // Complete reads the cluster definition from the file.

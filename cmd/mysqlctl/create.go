@@ -148,10 +148,9 @@ only be opened with its passwords. "delete --delete-data" removes both.`,
 	fl.StringToStringVar(&o.Requests, "requests", nil, "Server container resource requests, for example cpu=500m,memory=1Gi")
 	fl.StringToStringVar(&o.Limits, "limits", nil, "Server container resource limits, for example memory=2Gi")
 	fl.BoolVar(&o.Paused, "paused", false, "Create paused: no automatic actions")
-	fl.BoolVar(&o.Wait, "wait", false, "Bootstrap replication and wait until the cluster is Running (progress on stderr)")
-	fl.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "With --wait: how long to wait (exit code 3 when exceeded; 'reconcile NAME' resumes)")
+	addBootstrapWaiting(cmd, &o.Wait, false, &o.Timeout, 10*time.Minute)
 	addDialerFlag(cmd, &o.Dialer)
-	cmdutil.MarkConfigurable(fl, "image", "storage-class", "timeout")
+	cmdutil.MarkConfigurable(fl, "image", "storage-class")
 	return cmd
 }
 
@@ -170,6 +169,9 @@ func (o *CreateOptions) Validate() error {
 	}
 	if o.Output != "yaml" && o.Output != "json" {
 		return cmdutil.FlagErrorf("invalid output format %q: use yaml or json", o.Output)
+	}
+	if err := validateTimeout(o.Timeout); err != nil {
+		return err
 	}
 	for _, kv := range o.MysqlConfig {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

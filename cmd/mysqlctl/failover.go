@@ -77,8 +77,11 @@ failover continues with 'resume NAME'; before promotion, 'abort NAME' rolls it b
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if o.Timeout <= 0 || o.CatchUpTimeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout and --catch-up-timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
+			}
+			if o.CatchUpTimeout <= 0 {
+				return cmdutil.FlagErrorf("--catch-up-timeout must be positive, got %s", o.CatchUpTimeout)
 			}
 			if o.Force && strings.TrimSpace(o.Reason) == "" {
 				return cmdutil.FlagErrorf("--force needs --reason TEXT: the reason is recorded with the forced decision")
@@ -98,12 +101,10 @@ failover continues with 'resume NAME'; before promotion, 'abort NAME' rolls it b
 	cmd.Flags().StringVar(&o.To, "to", "", "The replica to promote (default: the safest candidate); it must still pass every check unless --force")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Override an unconfirmed death, a Blocked fence or the lack of a provably safe candidate (needs --reason)")
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why --force is justified; recorded in the status, the history and an Event")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long the whole failover may take")
 	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long to wait for the candidate's relay log (and a reachable old primary's fenced transactions)")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
-	addWaitFlag(cmd, &o.Wait)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, 5*time.Minute)
 	return cmd
 }
 
@@ -136,16 +137,11 @@ func (o *FailoverOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Failover(ctx, key, fo)
 	})
 	if err != nil {
 		return err
 	}
-	_, after, err := loadCluster(ctx, o.f, o.Name)
-	if err != nil {
-		return err
-	}
-	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationFailover, time.Since(start))
-	return nil
+	return reportOutcome(ctx, o.f, cluster, orchestrate.OperationFailover, o.Wait, msg, start)
 }

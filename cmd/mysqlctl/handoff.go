@@ -13,7 +13,6 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
-	"github.com/spf13/cobra"
 )
 
 // followEvery is how often a handed-over request's progress is read.
@@ -34,12 +33,6 @@ func runOrHand(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluster
 		return "", noWatchToHandTo(f, cluster, req.Type)
 	}
 	return "", withRunner(ctx, f, cluster, dialer, timeout, fn)
-}
-
-// addWaitFlag adds --wait, on by default, to a command that can be handed to a watch.
-func addWaitFlag(cmd *cobra.Command, wait *bool) {
-	cmd.Flags().BoolVar(wait, "wait", true, "Wait for the outcome and exit with it (progress on stderr). --wait=false hands the operation to the "+
-		"running 'watch' that supervises the cluster and returns once it has taken it; without such a watch it is refused")
 }
 
 // noWatchToHandTo is the refusal of --wait=false when no watch supervises the cluster (this

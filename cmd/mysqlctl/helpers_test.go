@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
@@ -21,6 +22,8 @@ type runOpts struct {
 	argv0   string
 	env     map[string]string
 	noColor bool
+	// now, when set, is the commands' clock (ages in output are measured from it).
+	now time.Time
 }
 
 // runCommand runs the whole command tree in-process with buffer streams.
@@ -35,6 +38,9 @@ func runCommand(t *testing.T, o runOpts, args ...string) cmdResult {
 	getenv := func(k string) string { return o.env[k] }
 	f := newFactory(ios, o.argv0, getenv)
 	f.Build = testBuild
+	if !o.now.IsZero() {
+		f.Now = func() time.Time { return o.now }
+	}
 	code := execute(f, NewCmdRoot(f), args)
 	return cmdResult{stdout: out.String(), stderr: errOut.String(), code: code}
 }

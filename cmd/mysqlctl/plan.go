@@ -53,7 +53,12 @@ func withPlanner(ctx context.Context, f *cmdutil.Factory, dialer string, timeout
 	defer closeFn()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return fn(ctx, &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()})
+	p, err := fn(ctx, &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()})
+	if err != nil && ctx.Err() != nil {
+		// --timeout passed while planning: exit code 3, as for the operation itself.
+		return p, fmt.Errorf("%w after %s while planning: %w", outcomeTimedOut(), timeout, err)
+	}
+	return p, err
 }
 
 // printPlan writes the plan and returns outcome.ErrUnsafe when the operation would refuse, so

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
@@ -20,6 +21,7 @@ type RebuildOptions struct {
 	Donor      string
 	Timeout    time.Duration
 	Dialer     string
+	Wait       bool
 	resumeOnly bool
 }
 
@@ -44,17 +46,20 @@ or broken) with a copy of a donor's, each step recorded in the cluster's status:
                      data is dropped and its quarantine released
 
 The primary is never rebuilt (exit 4): switch over first. 'resume NAME' continues an interrupted
-rebuild. 'watch' suggests a rebuild for a quarantined instance but never runs one by itself.`,
+rebuild. 'watch' suggests a rebuild for a quarantined instance but never runs one by itself; a
+rebuild typed while a 'watch' supervises the cluster is handed to that watch, as a switchover is.`,
 		Example: example(f,
 			"# Rebuild a quarantined replica from the healthiest replica",
 			"%[1]s rebuild demo demo-2",
 			"# Rebuild it from a chosen donor",
-			"%[1]s rebuild demo demo-2 --from demo-1"),
+			"%[1]s rebuild demo demo-2 --from demo-1",
+			"# Hand the rebuild to the running watch and return once it has taken it",
+			"%[1]s rebuild demo demo-2 --wait=false"),
 		Args: cmdutil.ExactArgs(2, "the NAME of the cluster and the INSTANCE to rebuild"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Instance = args[0], args[1]
-			if o.Timeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(o)
@@ -63,9 +68,8 @@ rebuild. 'watch' suggests a rebuild for a quarantined instance but never runs on
 		},
 	}
 	cmd.Flags().StringVar(&o.Donor, "from", "", "The replica to copy from (default: the lowest-ordinal replica that replicates and holds nothing the primary lacks, else the primary)")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultScaleTimeout, "How long the whole rebuild may take")
 	addDialerFlag(cmd, &o.Dialer)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, defaultScaleTimeout)
 	return cmd
 }
 
@@ -80,15 +84,15 @@ func (o *RebuildOptions) Run(ctx context.Context) error {
 	}
 	key := client.ObjectKeyFromObject(cluster)
 	start := time.Now()
-	if err := withRunner(ctx, o.f, cluster, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
-		return r.Rebuild(ctx, key, orchestrate.RebuildOptions{Instance: o.Instance, Donor: o.Donor, ResumeOnly: o.resumeOnly})
-	}); err != nil {
-		return err
+	req := v1.Request{Type: orchestrate.RequestRebuild, Instance: o.Instance, Donor: o.Donor}
+	if o.resumeOnly {
+		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	_, after, err := loadCluster(ctx, o.f, o.Name)
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+		return r.Rebuild(ctx, key, orchestrate.RebuildOptions{Instance: o.Instance, Donor: o.Donor, ResumeOnly: o.resumeOnly})
+	})
 	if err != nil {
 		return err
 	}
-	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationRebuild, time.Since(start))
-	return nil
+	return reportOutcome(ctx, o.f, cluster, orchestrate.OperationRebuild, o.Wait, msg, start)
 }

@@ -28,6 +28,7 @@ type ReconcileOptions struct {
 	Name    string
 	Timeout time.Duration
 	Dialer  string
+	Wait    bool
 }
 
 // NewCmdReconcile converges a cluster's objects and drives its bootstrap to the end.
@@ -41,7 +42,8 @@ match) and, when the cluster has not been bootstrapped yet or a bootstrap was in
 the bootstrap from the stage recorded in its status until the cluster is Running.
 
 Progress goes to stderr, one line per stage change. Exit code 3 when --timeout passes first (the
-recorded stage stays, and a later reconcile resumes there).`,
+recorded stage stays, and a later reconcile resumes there). --wait=false only applies the
+objects: no bootstrap, and no re-join of replicas.`,
 		Example: example(f,
 			"# Converge and wait until the cluster runs",
 			"%[1]s reconcile demo",
@@ -50,8 +52,8 @@ recorded stage stays, and a later reconcile resumes there).`,
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if o.Timeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(o)
@@ -59,9 +61,8 @@ recorded stage stays, and a later reconcile resumes there).`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "How long to wait for the cluster to run")
+	addBootstrapWaiting(cmd, &o.Wait, true, &o.Timeout, 10*time.Minute)
 	addDialerFlag(cmd, &o.Dialer)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
 	return cmd
 }
 
@@ -94,6 +95,9 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 		if a.Result != orchestrate.Unchanged {
 			fmt.Fprintf(o.f.IOStreams.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
 		}
+	}
+	if !o.Wait {
+		return nil
 	}
 	return runBootstrap(ctx, o.f, client.ObjectKeyFromObject(cluster), o.Dialer, o.Timeout, true)
 }

@@ -32,7 +32,7 @@ func NewCmdResume(f *cmdutil.Factory, runF func(*ResumeOptions) error) *cobra.Co
 		Short: "Continue the operation recorded in a cluster's status",
 		Long: `Resume continues the operation an interrupted command left in the cluster's status (a killed
 laptop, a cancelled CI job) from exactly its recorded stage: a bootstrap, a converge, a
-switchover, a failover or an upgrade. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
+switchover, a failover, an upgrade, a scale or a rebuild. When the interrupted actor's lease has not expired yet, resume waits for it (a dead
 actor stops renewing); an actor that is still alive is refused with exit code 5.`,
 		Example: example(f,
 			"# Continue whatever was interrupted",
@@ -40,14 +40,16 @@ actor stops renewing); an actor that is still alive is refused with exit code 5.
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "How long to wait for the operation to finish")
-	addWaitFlag(cmd, &o.Wait)
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, 10*time.Minute)
 	addDialerFlag(cmd, &o.Dialer)
 	return cmd
 }
@@ -68,7 +70,7 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	if sc := cluster.Status.Scale; sc != nil && sc.Action == "rebuild" && (op == nil || op.Type == orchestrate.OperationRebuild) {
-		return (&RebuildOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, resumeOnly: true}).Run(ctx)
+		return (&RebuildOptions{f: o.f, Name: o.Name, Timeout: o.Timeout, Dialer: o.Dialer, Wait: o.Wait, resumeOnly: true}).Run(ctx)
 	}
 	if cluster.Status.Scale != nil && (op == nil || op.Type == orchestrate.OperationScale) {
 		// A scale continues as a whole, the instance in flight first.

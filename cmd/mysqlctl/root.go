@@ -98,7 +98,8 @@ can also be set with MYSQLCTL_<FLAG> environment variables or in the config file
 environment, then the config file.
 
 Exit codes: 0 done, 1 failed, 2 usage error, 3 timed out, 4 refused as unsafe,
-5 another actor holds the cluster.`,
+5 another actor holds the cluster, 6 refused by configuration (RBAC, or the API
+server cannot reach a pod's node: the message says what to change).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: f.DisplayName},

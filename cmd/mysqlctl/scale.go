@@ -77,8 +77,8 @@ leaves fewer replicas than semiSync.waitForReplicas is refused (exit code 4): co
 			if o.Replicas < 1 || o.Replicas > 64 {
 				return cmdutil.FlagErrorf("--replicas %d: a cluster has 1 to 64 instances", o.Replicas)
 			}
-			if o.Timeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
 			}
 			if err := o.Plan.validate(); err != nil {
 				return err
@@ -92,11 +92,9 @@ leaves fewer replicas than semiSync.waitForReplicas is refused (exit code 4): co
 	cmd.Flags().Int32Var(&o.Replicas, "replicas", 0, "The number of instances to have, primary included (1 to 64)")
 	cmd.Flags().BoolVar(&o.DeleteData, "delete-data", false, "Delete the data volume of each removed instance (kept by default, and reused if it is added again)")
 	cmd.Flags().BoolVar(&o.NoSwitchover, "no-switchover", false, "Refuse a scale that would remove the primary instead of switching over first")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultScaleTimeout, "How long the whole scale may take")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
-	addWaitFlag(cmd, &o.Wait)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, defaultScaleTimeout)
 	return cmd
 }
 
@@ -132,17 +130,13 @@ func (o *ScaleOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	if _, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Scale(ctx, key, orchestrate.ScaleOptions{Replicas: o.Replicas, DeleteData: o.DeleteData, NoSwitchover: o.NoSwitchover, ResumeOnly: o.resumeOnly})
-	}); err != nil {
-		return err
-	}
-	_, after, err := loadClusterIn(ctx, o.f, cluster.Namespace, o.Name)
+	})
 	if err != nil {
 		return err
 	}
-	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationScale, time.Since(start))
-	return nil
+	return reportOutcome(ctx, o.f, cluster, orchestrate.OperationScale, o.Wait, msg, start)
 }
 
 // planScale works out the scale from the recorded status; nothing changes.

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
@@ -32,10 +33,19 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*StatusOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a cluster's health, instances and current operation",
-		Long: `Status prints a one-line health verdict, the operation in progress (with its stage), and one
-row per instance: role, replication state, executed GTIDs, lag, restarts and pod state. Roles,
-replication state and GTIDs are what mysqlctl last proved and recorded in the cluster's status;
-pod state and restarts are read live from Kubernetes.
+		Long: `Status prints a one-line health verdict, the operation in progress (with its stage), the
+primary's health as last judged (the ha line), and one row per instance: role, replication
+state, executed GTIDs, lag, restarts and pod state. Roles, replication state and GTIDs are what
+mysqlctl last proved and recorded in the cluster's status; pod state and restarts are read live
+from Kubernetes.
+
+The ha line says who supervises the cluster now (the holder of its NAME-watch Lease). A 'watch'
+that supervises it keeps its judgement current; otherwise the judgement is the last one made (by
+a watch that has stopped, or by a reconcile that found the cluster converged) and counts as
+current for a minute (at least three detection intervals): older, it is shown as "last judged
+... ago, not current", never as the state now. Without a TTY the ha-judged, ha-judged-by,
+ha-current and supervisor rows say the same for scripts, and -o json|yaml adds a "supervision"
+object beside the cluster's fields.
 
 A lag of "-" means unknown (the server reported NULL), never zero.`,
 		Example: example(f,
@@ -70,10 +80,17 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	ns := cluster.Namespace
 	ios := o.f.IOStreams
+	now := o.f.Clock()
+	sup, err := orchestrate.SupervisorOf(ctx, c, cluster)
+	if err != nil {
+		// Without the Lease no watch can be seen behind the record: it is judged on its own age.
+		fmt.Fprintf(ios.ErrOut, "warning: %v\n", cmdutil.ExplainAPIError(err))
+	}
+	judged := orchestrate.JudgeHA(cluster, sup, now)
 	if o.Output == cmdutil.OutputJSON || o.Output == cmdutil.OutputYAML {
 		cluster.APIVersion, cluster.Kind = v1.GroupVersion.String(), "MysqlCluster"
 		cluster.ManagedFields = nil
-		return cmdutil.PrintStructured(ios.Out, o.Output, cluster)
+		return cmdutil.PrintStructured(ios.Out, o.Output, statusDocument{MysqlCluster: cluster, Supervision: judged})
 	}
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(orchestrate.SelectorLabels(cluster))); err != nil {
@@ -84,30 +101,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		byName[pods.Items[i].Name] = &pods.Items[i]
 	}
 	level, verdict := Verdict(cluster, byName)
-	st := ios.Styles()
-	op := "none"
-	if x := cluster.Status.Operation; x != nil {
-		op = fmt.Sprintf("%s %s, stage %s", x.Type, x.ID, x.Stage)
-		if x.Message != "" {
-			op += ": " + x.Message
-		}
-	}
-	if sc := cluster.Status.Scale; sc != nil {
-		op += "; " + scaleLine(cluster, sc)
-	}
-	sup, _ := orchestrate.SupervisorOf(ctx, c, cluster)
-	ha := haLine(cluster, sup, time.Now())
-	if ios.IsStdoutTTY() {
-		styled := map[string]func(string) string{"healthy": st.Success, "attention": st.Warning, "degraded": st.Error}[level]
-		if styled == nil {
-			styled = st.Bold
-		}
-		fmt.Fprintf(ios.Out, "%s  %s  %s\n", st.Bold(cluster.Name), dash(string(cluster.Status.Phase)), styled(level+": "+verdict))
-		fmt.Fprintf(ios.Out, "%s %s\n", st.Faint("operation:"), op)
-		fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("ha:"), ha)
-	} else {
-		fmt.Fprintf(ios.Out, "cluster\t%s\nphase\t%s\nverdict\t%s: %s\noperation\t%s\nha\t%s\n", cluster.Name, dash(string(cluster.Status.Phase)), level, verdict, op, ha)
-	}
+	printStatusHeader(ios, cluster, level, verdict, judged, now)
 	headers := []string{"instance", "role", "state", "gtid", "lag", "restarts", "pod"}
 	if o.Output == cmdutil.OutputWide {
 		headers = append(headers, "version", "io", "sql", "last error")
@@ -152,6 +146,43 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		t.AddRow(row...)
 	}
 	return t.Render()
+}
+
+// printStatusHeader prints the verdict, the operation and the ha line: styled on a terminal
+// (a judgement that is not current in the warning colour), else as tab-separated rows with the
+// judgement's time, judge, currency and supervisor in rows of their own.
+func printStatusHeader(ios *iostreams.IOStreams, cluster *v1.MysqlCluster, level, verdict string, judged orchestrate.HAJudgement, now time.Time) {
+	op := "none"
+	if x := cluster.Status.Operation; x != nil {
+		op = fmt.Sprintf("%s %s, stage %s", x.Type, x.ID, x.Stage)
+		if x.Message != "" {
+			op += ": " + x.Message
+		}
+	}
+	if sc := cluster.Status.Scale; sc != nil {
+		op += "; " + scaleLine(cluster, sc)
+	}
+	ha := haLine(cluster, judged, now)
+	if !ios.IsStdoutTTY() {
+		fmt.Fprintf(ios.Out, "cluster\t%s\nphase\t%s\nverdict\t%s: %s\noperation\t%s\nha\t%s\n", cluster.Name, dash(string(cluster.Status.Phase)), level, verdict, op, ha)
+		judgedAt := ""
+		if judged.JudgedAt != nil {
+			judgedAt = judged.JudgedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(ios.Out, "ha-judged\t%s\nha-judged-by\t%s\nha-current\t%t\nsupervisor\t%s\n", dash(judgedAt), dash(judged.JudgedBy), judged.Current, dash(judged.Supervisor))
+		return
+	}
+	st := ios.Styles()
+	styled := map[string]func(string) string{"healthy": st.Success, "attention": st.Warning, "degraded": st.Error}[level]
+	if styled == nil {
+		styled = st.Bold
+	}
+	if cluster.Status.HA != nil && !judged.Current {
+		ha = st.Warning(ha) // a past judgement, not the cluster now
+	}
+	fmt.Fprintf(ios.Out, "%s  %s  %s\n", st.Bold(cluster.Name), dash(string(cluster.Status.Phase)), styled(level+": "+verdict))
+	fmt.Fprintf(ios.Out, "%s %s\n", st.Faint("operation:"), op)
+	fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("ha:"), ha)
 }
 
 func podReadyCondition(p *corev1.Pod) bool {
@@ -210,31 +241,70 @@ func Verdict(c *v1.MysqlCluster, pods map[string]*corev1.Pod) (level, sentence s
 	return "healthy", fmt.Sprintf("primary %s writable; %d replica(s) proven replicating", st.CurrentPrimary, replicas)
 }
 
-// haLine says who supervises the cluster and the HA state it recorded, with its first piece of
-// evidence when it is not Healthy, and a request in progress.
-func haLine(c *v1.MysqlCluster, sup orchestrate.Supervision, now time.Time) string {
+// statusDocument is what status -o json|yaml prints: the MysqlCluster as recorded and, beside
+// it, how current its recorded HA state is. supervision is decided at read time (JudgeHA) and
+// never stored, so scripts need not redo that judgement from status.ha and the Lease.
+type statusDocument struct {
+	*v1.MysqlCluster
+	Supervision orchestrate.HAJudgement `json:"supervision"`
+}
+
+// haLine says how the primary's health was last judged and who supervises the cluster. A
+// current judgement reads as the state now ("Suspected for 12s"); one that is not (no watch
+// stands behind it and it is older than HAStaleAfter) is shown as a past judgement with its
+// age, never as the state now.
+func haLine(c *v1.MysqlCluster, j orchestrate.HAJudgement, now time.Time) string {
 	who := "no watch supervises it"
-	if sup.Holder != "" && sup.RenewedRecently {
-		who = "supervised by " + sup.Holder
+	if j.Supervisor != "" {
+		who = "supervised by " + j.Supervisor
 	}
 	h := c.Status.HA
 	if h == nil {
 		return who + "; no HA state recorded yet"
 	}
-	line := string(h.State)
-	if h.Since != nil {
-		line += " for " + duration.HumanDuration(now.Sub(h.Since.Time))
-	}
+	evidence := ""
 	if h.State != v1.HAHealthy && len(h.Evidence) > 0 {
-		line += " (" + h.Evidence[0] + ")"
+		evidence = " (" + h.Evidence[0] + ")"
+	}
+	var line string
+	switch {
+	case !j.Current:
+		line = "last judged " + string(h.State) + " " + judgedAgo(j, now) + evidence + ", not current"
+	default:
+		line = string(h.State)
+		if h.Since != nil {
+			line += " for " + ago(now, h.Since.Time)
+		}
+		line += evidence
+		if j.Supervisor == "" || j.JudgedBy != orchestrate.JudgeWatch {
+			line += ", judged " + judgedAgo(j, now) // not the watch that supervises it now
+		}
 	}
 	if h.LastFailover != nil {
-		line += "; last failover " + duration.HumanDuration(now.Sub(h.LastFailover.Time)) + " ago"
+		line += "; last failover " + ago(now, h.LastFailover.Time) + " ago"
 	}
 	if r := c.Status.Request; r != nil && r.State == v1.RequestAccepted {
 		line += fmt.Sprintf("; carrying out the %s request %s", r.Type, r.ID)
 	}
 	return line + "; " + who
+}
+
+// judgedAgo says by whom and how long ago the judgement was made: "by a watch 5m ago".
+func judgedAgo(j orchestrate.HAJudgement, now time.Time) string {
+	by := ""
+	if j.JudgedBy != "" {
+		by = "by a " + j.JudgedBy + " "
+	}
+	if j.JudgedAt == nil {
+		return by + "at an unknown time"
+	}
+	return by + ago(now, j.JudgedAt.Time) + " ago"
+}
+
+// ago is the time from then to now for a person; a then ahead of now (another machine's clock)
+// reads as 0s.
+func ago(now, then time.Time) string {
+	return duration.HumanDuration(max(now.Sub(then), 0))
 }
 
 // scaleLine describes the scale recorded in status: where it goes, the instance in flight and how

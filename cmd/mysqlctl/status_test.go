@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -16,30 +20,55 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
-// statusFixture stores a cluster with a recorded status and three pods (one not ready) in the
-// real API server.
-func statusFixture(t *testing.T) {
+// The times of the status fixture: the watch that judged the cluster stopped renewing its
+// supervisor Lease at fixtureRenewed, after it recorded Suspected at fixtureJudged.
+var (
+	fixtureJudged  = time.Date(2026, 11, 29, 10, 4, 40, 0, time.UTC)
+	fixtureRenewed = time.Date(2026, 11, 29, 10, 4, 47, 0, time.UTC)
+)
+
+// fixtureWatch is the holder of the fixture's supervisor Lease.
+const fixtureWatch = "mysqlctl@laptop/4242-0a1b2c"
+
+// statusFixture stores a cluster named name with a recorded status (its HA state Suspected, as
+// judged by a watch at fixtureJudged), the supervisor Lease of that watch (last renewed at
+// fixtureRenewed) and three pods (one not ready) in the real API server.
+func statusFixture(t *testing.T, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := kubeClient(t)
 	cluster := &v1.MysqlCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "golden", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
 	}
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
 	seen := metav1.NewTime(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	judged, failedOver := metav1.NewTime(fixtureJudged), metav1.NewTime(fixtureJudged.Add(-55*time.Minute))
 	cluster.Status = v1.MysqlClusterStatus{
-		Phase: v1.PhaseRunning, CurrentPrimary: "golden-0", ObservedGeneration: cluster.Generation, Ready: "3/3", ReadyInstances: 3,
+		Phase: v1.PhaseRunning, CurrentPrimary: name + "-0", ObservedGeneration: cluster.Generation, Ready: "3/3", ReadyInstances: 3,
 		Instances: []v1.InstanceStatus{
-			{Name: "golden-0", Ordinal: 0, Role: v1.RolePrimary, Classification: "Primary", GTIDExecuted: "0-1000-42", Version: "10.11.19-MariaDB", LastSeen: &seen},
-			{Name: "golden-1", Ordinal: 1, Role: v1.RoleReplica, Classification: "Replicating", GTIDExecuted: "0-1000-42", LagSeconds: ptr.To[int64](0), IOThread: "Yes", SQLThread: "Yes", Version: "10.11.19-MariaDB", LastSeen: &seen},
-			{Name: "golden-2", Ordinal: 2, Role: v1.RoleReplica, Classification: "Lagging", GTIDExecuted: "0-1000-40", IOThread: "Connecting", SQLThread: "Yes", LastError: "error reconnecting to master", Version: "10.11.19-MariaDB", LastSeen: &seen},
+			{Name: name + "-0", Ordinal: 0, Role: v1.RolePrimary, Classification: "Primary", GTIDExecuted: "0-1000-42", Version: "10.11.19-MariaDB", LastSeen: &seen},
+			{Name: name + "-1", Ordinal: 1, Role: v1.RoleReplica, Classification: "Replicating", GTIDExecuted: "0-1000-42", LagSeconds: ptr.To[int64](0), IOThread: "Yes", SQLThread: "Yes", Version: "10.11.19-MariaDB", LastSeen: &seen},
+			{Name: name + "-2", Ordinal: 2, Role: v1.RoleReplica, Classification: "Lagging", GTIDExecuted: "0-1000-40", IOThread: "Connecting", SQLThread: "Yes", LastError: "error reconnecting to master", Version: "10.11.19-MariaDB", LastSeen: &seen},
+		},
+		HA: &v1.HAStatus{
+			State: v1.HASuspected, Evidence: []string{"1 of 3 failed checks of " + name + "-0: connection refused"},
+			SuspectedPodUID: "uid-0", FailedChecks: 1, LastFailedCheck: &judged, Since: &judged, JudgedAt: &judged, JudgedBy: orchestrate.JudgeWatch,
+			LastFailover: &failedOver,
 		},
 	}
 	if err := c.Status().Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	holder, renewed, seconds := fixtureWatch, metav1.NewMicroTime(fixtureRenewed), int32(orchestrate.LeaseDuration/time.Second)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: orchestrate.SupervisorLeaseName(cluster), Namespace: "default"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed, AcquireTime: &renewed, LeaseDurationSeconds: &seconds},
+	}
+	if err := c.Create(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
 	for i, ready := range []bool{true, true, false} {
@@ -69,18 +98,20 @@ func statusFixture(t *testing.T) {
 }
 
 // TestStatusGolden checks the exact TTY and non-TTY output against files in testdata/
-// (UPDATE_GOLDEN=1 rewrites them).
+// (UPDATE_GOLDEN=1 rewrites them), 5m13s after the watch that judged the cluster stopped: its
+// judgement is shown as a past one, not as the state now.
 func TestStatusGolden(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	statusFixture(t)
+	statusFixture(t, "golden")
+	now := fixtureRenewed.Add(5*time.Minute + 13*time.Second)
 	for _, tc := range []struct {
 		name string
 		opts runOpts
 		args []string
 	}{
-		{"status-plain", runOpts{}, nil},
-		{"status-tty", runOpts{tty: true}, nil},
-		{"status-wide-plain", runOpts{}, []string{"-o", "wide"}},
+		{"status-plain", runOpts{now: now}, nil},
+		{"status-tty", runOpts{tty: true, now: now}, nil},
+		{"status-wide-plain", runOpts{now: now}, []string{"-o", "wide"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"status", "golden", "-n", "default", "--kubeconfig", env.Kubeconfig}, tc.args...)
@@ -149,27 +180,96 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestStatusJudgement reads one recorded judgement at three times: while the watch that made it
+// still renews its Lease (current, supervised), 30s after it stopped (current, with its age),
+// and past the bound (stale: a past judgement, not the state now). Plain rows and -o json say
+// the same for scripts, and -o json still decodes as a MysqlCluster.
+func TestStatusJudgement(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	statusFixture(t, "judged")
+	for _, tc := range []struct {
+		name               string
+		after              time.Duration
+		ha                 string
+		current, supervise bool
+	}{
+		{"supervised", 5 * time.Second, "Suspected for 12s (1 of 3 failed checks of judged-0: connection refused); last failover 55m ago; supervised by " + fixtureWatch, true, true},
+		{"watch stopped moments ago", 30 * time.Second, "Suspected for 37s (1 of 3 failed checks of judged-0: connection refused), judged by a watch 30s ago; last failover 55m ago; no watch supervises it", true, false},
+		{"stale", 5 * time.Minute, "last judged Suspected by a watch 5m ago (1 of 3 failed checks of judged-0: connection refused), not current; last failover 60m ago; no watch supervises it", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := fixtureRenewed.Add(tc.after)
+			args := []string{"status", "judged", "-n", "default", "--kubeconfig", env.Kubeconfig}
+			r := runCommand(t, runOpts{now: now}, args...)
+			if r.code != cmdutil.ExitOK {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			supervisor := "-"
+			if tc.supervise {
+				supervisor = fixtureWatch
+			}
+			for _, row := range []string{"ha\t" + tc.ha + "\n", "ha-judged\t2026-11-29T10:04:47Z\n", "ha-judged-by\twatch\n", fmt.Sprintf("ha-current\t%t\n", tc.current), "supervisor\t" + supervisor + "\n"} {
+				if !strings.Contains(r.stdout, row) {
+					t.Errorf("no row %q in\n%s", row, r.stdout)
+				}
+			}
+			js := runCommand(t, runOpts{now: now}, append(args, "-o", "json")...)
+			var doc struct {
+				v1.MysqlCluster
+				Supervision orchestrate.HAJudgement `json:"supervision"`
+			}
+			if err := json.Unmarshal([]byte(js.stdout), &doc); err != nil || js.code != cmdutil.ExitOK {
+				t.Fatalf("status -o json: exit %d, %v\n%s", js.code, err, js.stdout)
+			}
+			got := doc.Supervision
+			if got.Current != tc.current || got.JudgedBy != orchestrate.JudgeWatch || got.JudgedAt == nil || !got.JudgedAt.Time.Equal(fixtureRenewed) ||
+				got.State != v1.HASuspected || (got.Supervisor != "") != tc.supervise || got.StaleAfter.Duration != orchestrate.HAFresh {
+				t.Errorf("supervision %+v", got)
+			}
+			var plain v1.MysqlCluster
+			if err := json.Unmarshal([]byte(js.stdout), &plain); err != nil || plain.Status.CurrentPrimary != "judged-0" || plain.Kind != "MysqlCluster" {
+				t.Errorf("-o json no longer decodes as a MysqlCluster: %v %+v", err, plain.TypeMeta)
+			}
+		})
+	}
+}
+
 func TestHALine(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(ago time.Duration) *metav1.Time { m := metav1.NewTime(now.Add(-ago)); return &m }
-	live := orchestrate.Supervision{Holder: "mysqlctl@host/1-abc", RenewedRecently: true}
+	watch := "mysqlctl@host/1-abc"
+	judged := func(ago time.Duration, by string, current bool, supervisor string) orchestrate.HAJudgement {
+		return orchestrate.HAJudgement{JudgedAt: at(ago), JudgedBy: by, Current: current, Supervisor: supervisor}
+	}
 	for _, tc := range []struct {
 		name string
 		st   v1.MysqlClusterStatus
-		sup  orchestrate.Supervision
+		j    orchestrate.HAJudgement
 		want string
 	}{
-		{"never supervised", v1.MysqlClusterStatus{}, orchestrate.Supervision{}, "no watch supervises it; no HA state recorded yet"},
-		{"healthy", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy, Since: at(3 * time.Minute), Evidence: []string{"fine"}}}, live,
+		{"never supervised", v1.MysqlClusterStatus{}, orchestrate.HAJudgement{}, "no watch supervises it; no HA state recorded yet"},
+		{"never judged, supervised", v1.MysqlClusterStatus{}, orchestrate.HAJudgement{Supervisor: watch}, "supervised by mysqlctl@host/1-abc; no HA state recorded yet"},
+		{"healthy, supervised", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy, Since: at(3 * time.Minute), Evidence: []string{"fine"}}},
+			judged(time.Second, orchestrate.JudgeWatch, true, watch),
 			"Healthy for 3m; supervised by mysqlctl@host/1-abc"},
-		{"suspected, stale supervisor", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HASuspected, Since: at(2 * time.Second), Evidence: []string{"1 of 3 failed checks"}, LastFailover: at(time.Hour)}},
-			orchestrate.Supervision{Holder: "gone", RenewedRecently: false},
-			"Suspected for 2s (1 of 3 failed checks); last failover 60m ago; no watch supervises it"},
-		{"request", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy}, Request: &v1.RequestStatus{ID: "req-1", Type: "switchover", State: v1.RequestAccepted}}, live,
+		{"suspected, the watch stopped moments ago", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HASuspected, Since: at(20 * time.Second), Evidence: []string{"1 of 3 failed checks"}, LastFailover: at(time.Hour)}},
+			judged(8*time.Second, orchestrate.JudgeWatch, true, ""),
+			"Suspected for 20s (1 of 3 failed checks), judged by a watch 8s ago; last failover 60m ago; no watch supervises it"},
+		{"suspected, stale", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HASuspected, Since: at(5*time.Minute + 20*time.Second), Evidence: []string{"1 of 3 failed checks"}}},
+			judged(5*time.Minute+13*time.Second, orchestrate.JudgeWatch, false, ""),
+			"last judged Suspected by a watch 5m13s ago (1 of 3 failed checks), not current; no watch supervises it"},
+		{"healthy, judged by a converge", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy, Since: at(48 * time.Hour), Evidence: []string{"converged"}}},
+			judged(12*time.Second, orchestrate.OperationConverge, true, ""),
+			"Healthy for 2d, judged by a converge 12s ago; no watch supervises it"},
+		{"healthy, stale, judged by an older mysqlctl", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy}},
+			orchestrate.HAJudgement{},
+			"last judged Healthy at an unknown time, not current; no watch supervises it"},
+		{"request", v1.MysqlClusterStatus{HA: &v1.HAStatus{State: v1.HAHealthy}, Request: &v1.RequestStatus{ID: "req-1", Type: "switchover", State: v1.RequestAccepted}},
+			judged(0, orchestrate.JudgeWatch, true, watch),
 			"Healthy; carrying out the switchover request req-1; supervised by mysqlctl@host/1-abc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := haLine(&v1.MysqlCluster{Status: tc.st}, tc.sup, now); got != tc.want {
+			if got := haLine(&v1.MysqlCluster{Status: tc.st}, tc.j, now); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})

@@ -62,8 +62,11 @@ interrupted switchover continues with 'resume NAME'.`,
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if o.Timeout <= 0 || o.CatchUpTimeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout and --catch-up-timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
+			}
+			if o.CatchUpTimeout <= 0 {
+				return cmdutil.FlagErrorf("--catch-up-timeout must be positive, got %s", o.CatchUpTimeout)
 			}
 			if err := o.Plan.validate(); err != nil {
 				return err
@@ -75,12 +78,10 @@ interrupted switchover continues with 'resume NAME'.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.To, "to", "", "The replica to promote (default: the best candidate)")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long the whole switchover may take")
 	cmd.Flags().DurationVar(&o.CatchUpTimeout, "catch-up-timeout", 30*time.Second, "How long the fenced primary waits for the target to catch up before the switchover is undone")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
-	addWaitFlag(cmd, &o.Wait)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, 5*time.Minute)
 	return cmd
 }
 
@@ -109,18 +110,13 @@ func (o *SwitchoverOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	_, err = runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Switchover(ctx, key, opts)
 	})
 	if err != nil {
 		return err
 	}
-	_, after, err := loadCluster(ctx, o.f, o.Name)
-	if err != nil {
-		return err
-	}
-	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationSwitchover, time.Since(start))
-	return nil
+	return reportOutcome(ctx, o.f, cluster, orchestrate.OperationSwitchover, o.Wait, msg, start)
 }
 
 // withRunner takes the cluster's lease, builds a Runner with progress on stderr, runs fn, and

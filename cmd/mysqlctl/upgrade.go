@@ -71,8 +71,8 @@ Preparing; writes stop only during the handoff switchover.`,
 		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if o.Timeout <= 0 {
-				return cmdutil.FlagErrorf("--timeout must be positive")
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
 			}
 			if o.BarrierBound <= 0 {
 				return cmdutil.FlagErrorf("--barrier-timeout must be positive")
@@ -87,12 +87,10 @@ Preparing; writes stop only during the handoff switchover.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.Image, "image", "", "The image to move to, with a version tag (for example mariadb:11.4); default: the spec's image")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultUpgradeTimeout, "How long the whole upgrade may take")
 	cmd.Flags().DurationVar(&o.BarrierBound, "barrier-timeout", 5*time.Minute, "How long each restarted pod may take to pass its barrier (a replica with a long backlog to apply needs more) before the rollout stops")
 	addDialerFlag(cmd, &o.Dialer)
 	addPlanFlags(cmd, &o.Plan)
-	addWaitFlag(cmd, &o.Wait)
-	cmdutil.MarkConfigurable(cmd.Flags(), "timeout")
+	addOperationWaiting(cmd, &o.Wait, &o.Timeout, defaultUpgradeTimeout)
 	return cmd
 }
 
@@ -132,17 +130,13 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	if o.resumeOnly {
 		req = v1.Request{Type: orchestrate.RequestResume}
 	}
-	if _, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
+	msg, err := runOrHand(ctx, o.f, cluster, o.Dialer, o.Timeout, o.Wait, req, func(ctx context.Context, r *orchestrate.Runner) error {
 		return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: o.resumeOnly, BarrierBound: o.BarrierBound})
-	}); err != nil {
-		return err
-	}
-	_, after, err := loadClusterIn(ctx, o.f, cluster.Namespace, o.Name)
+	})
 	if err != nil {
 		return err
 	}
-	reportFinished(o.f.IOStreams.Out, after, orchestrate.OperationUpgrade, time.Since(start))
-	return nil
+	return reportOutcome(ctx, o.f, cluster, orchestrate.OperationUpgrade, o.Wait, msg, start)
 }
 
 // setImage records the new image in the spec; the StatefulSet's partition keeps every pod on

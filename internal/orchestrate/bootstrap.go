@@ -57,11 +57,33 @@ const (
 )
 
 // errNotYet means a stage's precondition does not hold yet: observe again after a pause.
-type errNotYet struct{ msg string }
+// cause is a configuration refusal among the errors it was made from (see notYet): then
+// waiting is pointless, and the stage engine stops (see stopForConfig).
+type errNotYet struct {
+	msg   string
+	cause error
+}
 
 func (e errNotYet) Error() string { return e.msg }
 
-func notYet(format string, args ...any) error { return errNotYet{fmt.Sprintf(format, args...)} }
+// Unwrap returns the configuration refusal the wait is about, if any.
+func (e errNotYet) Unwrap() error { return e.cause }
+
+// notYet is a wait for what the formatted message says. An error among args that is (or wraps)
+// a *topology.ConfigError is kept as its cause, so that a member that "does not answer yet"
+// because the path to it is refused is told apart from one that is down.
+func notYet(format string, args ...any) error {
+	e := errNotYet{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			if ce := topology.AsConfigError(err); ce != nil {
+				e.cause = ce
+				break
+			}
+		}
+	}
+	return e
+}
 
 // errLostRace means the persisted operation moved on (or was replaced) since it was read.
 var errLostRace = errors.New("the operation recorded in status changed under us")
@@ -124,6 +146,9 @@ type Runner struct {
 	// creds, when set, keeps the credentials read during one operation run, so that its stages
 	// do not read the Secret again each.
 	creds map[string]credentials
+	// began is what the last operation this Runner began changed in status, so that one
+	// stopped before its first change can be withdrawn without a trace (see withdrawal).
+	began *begun
 }
 
 // LeaseChecker proves that an actor still holds the cluster (see Lease.Check).
@@ -228,7 +253,9 @@ func (r *Runner) Bootstrap(ctx context.Context, key client.ObjectKey) error {
 // Converge does what Bootstrap does and, on a Running cluster, first checks every replica: when
 // one does not replicate from the recorded primary it runs the bootstrap stages again as a
 // "converge" operation (every stage is idempotent and the primary is never changed). A
-// converged cluster costs one observation and no write.
+// converged cluster costs one observation and no write, unless the record needs refreshing
+// (refreshObserved): the primary's observation every lastSeenRefresh, and the HA state when no
+// watch stands behind it and it is no longer current.
 func (r *Runner) Converge(ctx context.Context, key client.ObjectKey) error {
 	return r.run(ctx, key, true)
 }
@@ -367,6 +394,10 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	// written from what was read (see persistWith below), never from those changes.
 	read := cluster.DeepCopy()
 	next, change, err := run()
+	if ce := topology.AsConfigError(err); ce != nil {
+		// No wait helps a path refused by configuration: stop now (see stopForConfig).
+		return "", false, r.stopForConfig(ctx, key, read, op, ce)
+	}
 	var ny errNotYet
 	switch {
 	case errors.As(err, &ny):
@@ -466,19 +497,24 @@ func (r *Runner) beginWith(ctx context.Context, write func(context.Context, Stat
 	default:
 	}
 	op.RequestID = r.RequestID
+	var b *begun
 	if err := write(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
+		b = nil
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
 		}
+		before := beginFields(s)
 		o := op
 		o.Holder, o.Epoch = r.Holder, r.Epoch
 		o.StageStartedAt = o.UpdatedAt
 		s.Operation = &o
 		init(s)
+		b = &begun{id: op.ID, before: before, after: beginFields(s)}
 		return nil
 	}); err != nil {
 		return err
 	}
+	r.began = b // what a withdrawal restores (see withdrawal)
 	// No voluntary eviction while the operation runs. The budget is a courtesy to drains,
 	// not a safety mechanism: an operation is not held up by a failure to write it. It is
 	// closed here, before any stage, never later: a process killed right after this write
@@ -691,6 +727,10 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		_ = in.Close()
+		if s.Err != nil && s.Err.Config != nil {
+			// Not "not converged": a converge would be refused the same path, so none is begun.
+			return false, s.Err.Config
+		}
 		if !s.Complete() || !replicatesFrom(s, primaryIP) {
 			return false, nil
 		}
@@ -707,7 +747,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	if !act {
 		return true, nil
 	}
-	return true, r.refreshPrimarySeen(ctx, c, primaryPod, creds, lastSeenRefresh)
+	return true, r.refreshObserved(ctx, c, primaryPod, creds)
 }
 
 // lastSeenRefresh is how old the primary's recorded observation may grow before a converged
@@ -716,14 +756,47 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 // at most this often keeps a converged reconcile (almost always) free of writes.
 const lastSeenRefresh = time.Hour
 
-// refreshPrimarySeen records a fresh observation of a healthy primary: one that waits for
-// acknowledgements (see fencesByReceivers) from enough connected replicas, with no commit
-// waiting now (a commit already waiting could time out right after).
+// refreshPrimarySeen records a fresh observation of a healthy primary (see observedChange)
+// when the recorded one is at least every old.
 func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, every time.Duration) error {
-	for _, i := range c.Status.Instances {
-		if i.Name == pod.Name && i.LastSeen != nil && r.now().Sub(i.LastSeen.Time) < every {
-			return nil
+	return r.recordObservation(ctx, c, pod, creds, primarySeenBefore(c, pod.Name, r.now(), every), false)
+}
+
+// refreshObserved records what a converge that found every replica replicating from the
+// primary proved, where the record needs it: a fresh observation of the primary (at most every
+// lastSeenRefresh), and a Healthy judgement when the recorded HA state is no longer current
+// (JudgeHA: no watch stands behind it and it is older than HAStaleAfter), so that `status`
+// after a reconcile shows the state now rather than a stopped watch's last word. When neither
+// is needed it writes nothing, and reads the supervisor Lease only for a record that is old.
+func (r *Runner) refreshObserved(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) error {
+	now := r.now()
+	judge := false
+	if !JudgeHA(c, Supervision{}, now).Current {
+		sup, err := SupervisorOf(ctx, r.Kube, c)
+		if err != nil {
+			return err
 		}
+		judge = !JudgeHA(c, sup, now).Current
+	}
+	return r.recordObservation(ctx, c, pod, creds, primarySeenBefore(c, pod.Name, now, lastSeenRefresh), judge)
+}
+
+// primarySeenBefore reports whether the recorded observation of the primary pod is missing or
+// at least every old at now.
+func primarySeenBefore(c *v1.MysqlCluster, primary string, now time.Time, every time.Duration) bool {
+	for _, i := range c.Status.Instances {
+		if i.Name == primary && i.LastSeen != nil && now.Sub(i.LastSeen.Time) < every {
+			return false
+		}
+	}
+	return true
+}
+
+// recordObservation observes the primary pod once, when seen or judge asks for it, and writes
+// what observedChange makes of the observation.
+func (r *Runner) recordObservation(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, seen, judge bool) error {
+	if !seen && !judge {
+		return nil
 	}
 	in, err := r.connect(ctx, pod, topology.Credentials{User: "root", Password: creds.root})
 	if err != nil {
@@ -731,23 +804,54 @@ func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod
 	}
 	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 	_ = in.Close()
-	ss := s.SemiSync
-	if !s.Complete() || s.ReadOnly || !fencesByReceivers(s) || ss.SourceClients < semiSyncWanted(c) || ss.WaitSessions > 0 {
+	change := observedChange(c, pod.Name, s, seen, judge)
+	if change == nil {
 		return nil
 	}
 	if _, err := r.guard("record an observation of " + pod.Name); err != nil {
 		return err
 	}
-	seen := metav1.NewTime(s.ObservedAt)
-	return UpdateStatus(ctx, r.Kube, c, func(st *v1.MysqlClusterStatus) error {
-		for i := range st.Instances {
-			if st.Instances[i].Name == pod.Name {
-				st.Instances[i].LastSeen, st.Instances[i].SemiSyncSource = &seen, true
-				st.Instances[i].SemiSyncTimeoutSeconds = ss.TimeoutMillis / 1000
+	return UpdateStatus(ctx, r.Kube, c, change)
+}
+
+// observedChange is what an observation s of the primary, made by an actor that found every
+// replica replicating from it, lets it record; nil when nothing. With seen, the primary's
+// lastSeen, for a primary that waits for acknowledgements (see fencesByReceivers) from enough
+// connected replicas with no commit waiting now (a commit already waiting could time out right
+// after). With judge, a Healthy HA state judged by a converge, for a primary that answered
+// writable: what a watch's check would have found, and what a converge's last stage records.
+func observedChange(c *v1.MysqlCluster, primary string, s topology.Snapshot, seen, judge bool) func(*v1.MysqlClusterStatus) error {
+	if !s.Complete() || s.ReadOnly {
+		return nil
+	}
+	ss := s.SemiSync
+	seen = seen && fencesByReceivers(s) && ss.SourceClients >= semiSyncWanted(c) && ss.WaitSessions == 0
+	if !seen && !judge {
+		return nil
+	}
+	at := metav1.NewTime(s.ObservedAt)
+	return func(st *v1.MysqlClusterStatus) error {
+		if seen {
+			for i := range st.Instances {
+				if st.Instances[i].Name == primary {
+					st.Instances[i].LastSeen, st.Instances[i].SemiSyncSource = &at, true
+					st.Instances[i].SemiSyncTimeoutSeconds = ss.TimeoutMillis / 1000
+				}
 			}
 		}
+		// Judged only while nothing changed meanwhile: the same primary, no operation (it
+		// would own status.ha), and no newer judgement (a watch that started since).
+		h := st.HA
+		if !judge || st.CurrentPrimary != primary || st.Operation != nil || h != nil && h.JudgedAt != nil && !h.JudgedAt.Before(&at) {
+			return nil
+		}
+		msg := fmt.Sprintf("primary %s answered writable and every replica replicates from it, as a converge observed", primary)
+		st.HA = haState(h, v1.HAHealthy, at, []string{msg}, OperationConverge)
+		// A fresh count of failed checks: the checks that counted were a stopped watch's.
+		st.HA.FailedChecks, st.HA.SuspectedPodUID, st.HA.LastFailedCheck, st.HA.WaitingForLease = 0, "", nil, nil
+		clearWithheld(st, msg)
 		return nil
-	})
+	}
 }
 
 // sessions holds one connection per instance for the length of a stage: every stage connects

@@ -271,9 +271,9 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		s.ReadyInstances = int32(len(snaps))
 		s.Ready = fmt.Sprintf("%d/%d", len(snaps), c.Spec.Replicas)
 		s.ObservedGeneration = c.Generation
-		// Healthy, with a fresh count of failed checks; the last failover's time stays, so the
-		// cooldown still counts from it after a converge.
-		ha := &v1.HAStatus{State: v1.HAHealthy, Since: &now}
+		// Healthy, with a fresh count of failed checks, judged now by this operation; the last
+		// failover's time stays, so the cooldown still counts from it after a converge.
+		ha := &v1.HAStatus{State: v1.HAHealthy, Since: &now, JudgedAt: &now, JudgedBy: op.Type}
 		if s.HA != nil {
 			ha.LastFailover = s.HA.LastFailover
 			if s.HA.State == v1.HAHealthy && s.HA.Since != nil {

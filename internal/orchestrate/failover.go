@@ -166,7 +166,11 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 	// The same judgement as Confirming: only a primary proven dead ends the operation.
 	ss := r.openSessions(ctx, v.ready, creds)
 	defer ss.close()
-	j := r.confirm(ctx, c, v, ss, creds, opts)
+	j, refused := r.confirm(ctx, c, v, ss, creds, opts)
+	if refused != nil && !opts.Force {
+		// Nothing was written: the operation it would supersede stays as it is.
+		return fmt.Errorf("the %s %s stopped at stage %s and its primary %s cannot be checked from here: %w", op.Type, op.ID, op.Stage, old, refused)
+	}
 	if j.Verdict != failover.Dead {
 		return fmt.Errorf("%w: the %s %s stopped at stage %s and its primary %s is not proven dead (%s: %s): run 'resume %s' to finish it or 'abort %s' to roll it back",
 			outcome.ErrUnsafe, op.Type, op.ID, op.Stage, old, j.Verdict, j.Reason, c.Name, c.Name)
@@ -203,7 +207,7 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		next := fo
 		s.Operation = &next
 		s.Phase = v1.PhaseFailingOver
-		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, j.Evidence)
+		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, j.Evidence, OperationFailover)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + old + " started: " + msg})
 		return nil
 	})
@@ -243,7 +247,7 @@ func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts Fai
 	return err
 }
 
-func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []string) *v1.HAStatus {
+func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []string, by string) *v1.HAStatus {
 	out := &v1.HAStatus{}
 	if h != nil {
 		out = h.DeepCopy()
@@ -253,6 +257,7 @@ func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []strin
 		out.WaitingForLease = nil // a wait of FailoverRequired only
 	}
 	out.State = state
+	out.JudgedAt, out.JudgedBy = &now, by
 	if evidence != nil {
 		out.Evidence = evidence
 	}
@@ -363,8 +368,11 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 	return out, missing
 }
 
-// checkPrimary checks the old primary once, with a fresh connection bounded by timeout.
-func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check) {
+// checkPrimary checks the old primary once, with a fresh connection bounded by timeout. A check
+// the configuration refused (the path to the primary, not the primary: see topology.ConfigError)
+// is returned with the refusal: it proves nothing about the primary, and callers count it as no
+// check at all.
+func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check, refused *topology.ConfigError) {
 	ch = failover.Check{PodUID: v.oldPodUID}
 	defer func() { ch.At = r.now() }()
 	p, ok := v.pods[v.old]
@@ -378,7 +386,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	}
 	if !ok || p.Status.PodIP == "" {
 		ch.Detail = "no pod address"
-		return ch
+		return ch, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -386,7 +394,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	if err != nil {
 		ch.Detail = err.Error()
 		ch.Refused = topology.KindOf(err) == topology.ErrorRefused
-		return ch
+		return ch, topology.AsConfigError(err)
 	}
 	defer func() { _ = in.Close() }()
 	s := in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
@@ -396,8 +404,9 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 		if s.Err != nil {
 			ch.Detail = s.Err.Error()
 			ch.Refused = s.Err.Kind == topology.ErrorRefused
+			refused = s.Err.Config
 		}
-		return ch
+		return ch, refused
 	}
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
@@ -406,7 +415,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 			ch.Uptime, ch.UptimeKnown = up, true
 		}
 	}
-	return ch
+	return ch, nil
 }
 
 // knownHistory is the errant check's reference: every instance that has been primary, and the
@@ -567,7 +576,7 @@ func (r *Runner) degrade(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		}
 		finish(s, now, "Failed", reason, 0)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, nil)
+		s.HA = haState(s.HA, v1.HADegraded, t, nil, op.Type)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRefused", Message: reason})
 	})
 	if err != nil {
@@ -591,7 +600,11 @@ func (r *Runner) refuse(ctx context.Context, c *v1.MysqlCluster, op *v1.Operatio
 }
 
 // confirm checks the primary up to the failure threshold and judges it with the members' view.
-func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView, ss *sessions, creds credentials, opts FailoverOptions) failover.Judgement {
+//
+// A check the configuration refused ends the confirmation at once with the refusal: more checks
+// would be refused the same way, and the replicas' view cannot stand in for the primary's own
+// check. The judgement is then Unreachable, which only a forced failover goes past.
+func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView, ss *sessions, creds credentials, opts FailoverOptions) (failover.Judgement, *topology.ConfigError) {
 	threshold := int(c.Spec.Failover.FailureThreshold)
 	if threshold <= 0 {
 		threshold = 3
@@ -622,7 +635,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 				if lc := checks[len(checks)-1]; !lc.Refused {
 					r.markSilent(v.pods[v.old], opts.DetectedAt)
 				}
-				return j
+				return j, nil
 			}
 		}
 		// Checks start detectionInterval apart; a check that ran into its timeout has already
@@ -633,7 +646,14 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 			}
 		}
 		last = r.now()
-		ch := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
+		ch, refused := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
+		if refused != nil {
+			return failover.Judgement{
+				Verdict:  failover.Unreachable,
+				Reason:   fmt.Sprintf("the primary %s cannot be checked from here, so its death cannot be confirmed: %v", v.old, refused),
+				Evidence: []string{v.old + " could not be checked: " + refused.Error()},
+			}, refused
+		}
 		checks = append(checks, ch)
 		if !ch.Reachable && !ch.Refused {
 			r.markSilent(v.pods[v.old], ch.At)
@@ -644,7 +664,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		members, _ := v.members(c, ss)
 		j := failover.Judge(v.old, v.oldSource, checks, threshold, members)
 		if j.Verdict != failover.Unreachable || ctx.Err() != nil || !r.now().Before(deadline) {
-			return j
+			return j, nil
 		}
 	}
 }

@@ -21,7 +21,12 @@ import (
 
 func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, v, creds, ss, now, opts := x.c, x.op, x.ev, x.forced, x.v, x.creds, x.ss, x.now, x.foOpts
-	j := r.confirm(ctx, c, v, ss, creds, opts)
+	j, refused := r.confirm(ctx, c, v, ss, creds, opts)
+	if refused != nil && !forced {
+		// The path to the primary is refused, not the primary: nothing is known about it, and
+		// nothing has changed yet (the stage engine withdraws the operation).
+		return "", nil, refused
+	}
 	switch {
 	case j.Verdict == failover.Alive:
 		return "", nil, r.refuse(ctx, c, op, j.Reason, j.Evidence)
@@ -44,7 +49,7 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 		e := evidenceOf(s)
 		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
 		e.SemiSyncProven = semiSyncProvenNow(c, x.old, now)
-		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection)
+		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection, OperationFailover)
 		s.Phase = v1.PhaseFailingOver
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + x.old + " started: " + string(j.Verdict)})
 	}, nil
@@ -241,7 +246,7 @@ func (r *Runner) foRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, ev.RollbackResult, msg, 0)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, OperationFailover)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRolledBack", Message: msg})
 	}, nil
 }
@@ -423,7 +428,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	return "", func(s *v1.MysqlClusterStatus) {
 		s.Instances = mergeInstances(s.Instances, instances, old)
 		finish(s, now, "Succeeded", msg, lost)
-		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg})
+		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
 		s.HA.LastFailover = &t
 		ready := int32(len(snaps))
 		s.ReadyInstances, s.Ready = ready, fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)

@@ -223,8 +223,11 @@ func (ss *sessions) ancestor(primary string, ps, rs topology.Snapshot) (v1.Erran
 // pendingReplicas lists the members other than the primary (and quarantined ones) not yet
 // proven to replicate from the primary at ip and to have applied what ps holds, with the
 // reason; a member that does not answer is listed too.
-func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, primary, ip string, ps topology.Snapshot) ([]string, error) {
-	var pending []string
+//
+// refused is the first configuration refusal among the replicas that did not answer (see
+// topology.ConfigError): such a replica is pending like any other, and the caller decides
+// whether waiting for it can help.
+func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, primary, ip string, ps topology.Snapshot) (pending []string, refused *topology.ConfigError, err error) {
 	for _, m := range members {
 		name := m.pod.Name
 		if name == primary || quarantined(c, name) {
@@ -233,17 +236,20 @@ func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, prim
 		s, err := ss.observe(name)
 		if err != nil {
 			pending = append(pending, name+": "+err.Error())
+			if refused == nil {
+				refused = topology.AsConfigError(err)
+			}
 			continue
 		}
 		why, err := ss.caughtUp(name, s, primary, ip, ps)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if why != "" {
 			pending = append(pending, why)
 		}
 	}
-	return pending, nil
+	return pending, refused, nil
 }
 
 // newPrimaryLost ends an operation whose new primary stopped answering after it was promoted
@@ -264,7 +270,7 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Failed", msg, -1)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, x.op.Type)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "NewPrimaryLost", Message: msg})
 	}, nil
 }

@@ -108,7 +108,10 @@ func (r *Runner) PlanFailover(ctx context.Context, key client.ObjectKey, opts Fa
 	}
 	ss := r.openSessions(ctx, v.ready, creds)
 	defer ss.close()
-	j := r.confirm(ctx, c, v, ss, creds, opts)
+	j, refused := r.confirm(ctx, c, v, ss, creds, opts)
+	if refused != nil && !opts.Force {
+		return p, refused // no plan can be judged through a refused path
+	}
 	p.Verdict, p.Detection = string(j.Verdict), j.Evidence
 	switch {
 	case j.Verdict == failover.Alive, j.Verdict == failover.Unreachable && !opts.Force:

@@ -22,6 +22,7 @@ const (
 	RequestSwitchover = OperationSwitchover
 	RequestFailover   = OperationFailover
 	RequestUpgrade    = OperationUpgrade
+	RequestRebuild    = OperationRebuild
 	RequestResume     = "resume"
 	RequestAbort      = "abort"
 )
@@ -33,6 +34,9 @@ const (
 	OutcomeUnsafe   = "Unsafe"
 	OutcomeHeld     = "Held"
 	OutcomeError    = "Error"
+	// OutcomeConfig: a path the operation needs is refused by configuration (see
+	// topology.ConfigError); exit code 6.
+	OutcomeConfig = "Config"
 )
 
 // Supervision is what a cluster's supervisor Lease says: who supervises it, and when the
@@ -40,13 +44,17 @@ const (
 type Supervision struct {
 	Holder string
 	// RenewedRecently judges the holder alive by its own timestamp: only ever used to decide
-	// whether to hand a request over, never to take anything.
+	// whether to hand a request over, or whether a watch stands behind the recorded HA state
+	// (JudgeHA), never to take anything.
 	RenewedRecently bool
+	// RenewedAt is the record's last renewal by the holder's clock (zero when never renewed). A
+	// released Lease keeps it: it is when the last watch last supervised the cluster.
+	RenewedAt time.Time
 	// Version changes with every renewal.
 	Version string
 }
 
-// Supervisor reads the cluster's supervisor Lease. A missing or released Lease is an empty
+// SupervisorOf reads the cluster's supervisor Lease. A missing or released Lease is an empty
 // holder.
 func SupervisorOf(ctx context.Context, kube client.Client, c *v1.MysqlCluster) (Supervision, error) {
 	l := &coordinationv1.Lease{}
@@ -57,7 +65,11 @@ func SupervisorOf(ctx context.Context, kube client.Client, c *v1.MysqlCluster) (
 	if err != nil {
 		return Supervision{}, fmt.Errorf("read Lease %s/%s: %w", c.Namespace, SupervisorLeaseName(c), err)
 	}
-	return Supervision{Holder: holderOf(l), RenewedRecently: recentlyRenewed(l, time.Now()), Version: l.ResourceVersion}, nil
+	sup := Supervision{Holder: holderOf(l), RenewedRecently: recentlyRenewed(l, time.Now()), Version: l.ResourceVersion}
+	if l.Spec.RenewTime != nil {
+		sup.RenewedAt = l.Spec.RenewTime.Time
+	}
+	return sup, nil
 }
 
 // requestOf returns the request left on the cluster, nil when there is none. A request that
@@ -181,7 +193,7 @@ func RequestError(r *v1.RequestStatus) error {
 	if r.State != v1.RequestFailed {
 		return nil
 	}
-	kind := map[string]error{OutcomeTimedOut: outcome.ErrTimedOut, OutcomeUnsafe: outcome.ErrUnsafe, OutcomeHeld: outcome.ErrHeld}[r.Outcome]
+	kind := map[string]error{OutcomeTimedOut: outcome.ErrTimedOut, OutcomeUnsafe: outcome.ErrUnsafe, OutcomeHeld: outcome.ErrHeld, OutcomeConfig: outcome.ErrConfig}[r.Outcome]
 	if kind == nil {
 		return fmt.Errorf("the supervisor %s: %s", r.Holder, r.Message)
 	}
@@ -190,6 +202,8 @@ func RequestError(r *v1.RequestStatus) error {
 
 func outcomeKind(err error) string {
 	switch {
+	case errors.Is(err, outcome.ErrConfig):
+		return OutcomeConfig
 	case errors.Is(err, outcome.ErrTimedOut), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeTimedOut
 	case errors.Is(err, outcome.ErrUnsafe):
@@ -210,7 +224,7 @@ var errRequestGone = errors.New("the request is no longer this supervisor's")
 // historyOf returns the history record of the operation request id started, if it finished.
 func historyOf(c *v1.MysqlCluster, id string) *v1.OperationRecord {
 	for i := range c.Status.History {
-		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover || h.Type == OperationUpgrade || h.Type == OperationScale) {
+		if h := &c.Status.History[i]; h.RequestID == id && (h.Type == OperationSwitchover || h.Type == OperationFailover || h.Type == OperationUpgrade || h.Type == OperationScale || h.Type == OperationRebuild) {
 			return h
 		}
 	}
@@ -411,6 +425,11 @@ func (w *watcher) runRequest(ctx context.Context, req *v1.Request) (string, erro
 				return fmt.Errorf("a scale request names no instance count")
 			}
 			err = r.Scale(ctx, w.key, ScaleOptions{Replicas: *req.Replicas, DeleteData: req.DeleteData, NoSwitchover: req.NoSwitchover, ResumeOnly: op != nil && op.Type == OperationScale})
+		case RequestRebuild:
+			if req.Instance == "" {
+				return fmt.Errorf("a rebuild request names no instance")
+			}
+			err = r.Rebuild(ctx, w.key, RebuildOptions{Instance: req.Instance, Donor: req.Donor})
 		case RequestResume:
 			if sc := cur.Status.Scale; sc != nil && sc.Action == scaleRebuild && (op == nil || op.Type == OperationRebuild) {
 				err = r.Rebuild(ctx, w.key, RebuildOptions{ResumeOnly: true})

@@ -265,7 +265,10 @@ func (r *Runner) acksWithout(x *stageEnv, name string) (string, error) {
 // scGuard stops the scale once the primary has been silent for the supervisor's detection time,
 // so that a failover (which supersedes the stopped scale) can run; resume continues it after.
 func (r *Runner) scGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	if why := r.primaryGone(x); why != "" {
+	if why, err := r.primaryGone(x); err != nil || why != "" {
+		if err != nil {
+			return "", nil, err
+		}
 		return r.stopScale(ctx, x, why+": the scale stops so that a failover can run", nil)
 	}
 	return "", nil, nil

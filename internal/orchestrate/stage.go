@@ -162,7 +162,10 @@ func (r *Runner) promotionTarget(ctx context.Context, x *stageEnv) (*topology.In
 // candidateUnreachable waits for a candidate that does not answer at Promoting, up to the bound.
 func (r *Runner) candidateUnreachable(ctx context.Context, x *stageEnv, err error) error {
 	if !x.overdue {
-		return notYet("the candidate %s does not answer: %v", x.ev.Candidate, err)
+		// Only the text: a configuration refusal is waited out here like any silence (see
+		// stopForConfig), since what the bound does next (the candidate out of every Service,
+		// Degraded) is what keeps a candidate that may be writable from serving.
+		return notYet("the candidate %s does not answer: %s", x.ev.Candidate, fmt.Sprint(err))
 	}
 	// It may be writable: out of the replica Service, at least (an API write, no SQL needed).
 	if lerr := r.labelRole(ctx, x.c, x.ev.Candidate, v1.RoleUnknown); lerr != nil {
@@ -191,7 +194,7 @@ func (r *Runner) stopAtPromoting(ctx context.Context, x *stageEnv, reason, msg s
 // one that did not answer before it.
 func (r *Runner) promoteAt(ctx context.Context, x *stageEnv, in *topology.Instance, acks int, oldRole v1.Role) (string, func(*v1.MysqlClusterStatus), error) {
 	change, err := r.promoteCandidate(ctx, x.c, x.ss, in, x.ev.Candidate, acks, x.old, oldRole)
-	if k := topology.KindOf(err); k == topology.ErrorRefused || k == topology.ErrorTimeout {
+	if k := topology.KindOf(err); k == topology.ErrorRefused || k == topology.ErrorTimeout || topology.AsConfigError(err) != nil {
 		return "", nil, r.candidateUnreachable(ctx, x, err)
 	}
 	return StageMovingPrimary, change, err

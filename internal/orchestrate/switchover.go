@@ -160,6 +160,10 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 	}
 	var ok, healthy []cand
 	var rejected []string
+	// A replica the configuration keeps mysqlctl from is rejected like one that is down; when
+	// that leaves no candidate, the refusal is the answer (no safe candidate is a misreading).
+	refused := map[string]error{}
+	var firstRefused error
 	for _, m := range members {
 		name := m.pod.Name
 		if name == old {
@@ -170,6 +174,12 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 			continue
 		}
 		s, err := observe(name)
+		if ce := topology.AsConfigError(err); ce != nil {
+			refused[name] = ce
+			if firstRefused == nil {
+				firstRefused = ce
+			}
+		}
 		switch {
 		case err != nil:
 			rejected = append(rejected, name+": "+err.Error())
@@ -207,9 +217,15 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 			}
 		}
 		if chosen.name == "" {
+			if ce := refused[opts.To]; ce != nil {
+				return nil, "", ce
+			}
 			return nil, fmt.Sprintf("requested target %s is not a safe candidate: %s", opts.To, strings.Join(rejected, "; ")), nil
 		}
 	} else {
+		if len(ok) == 0 && firstRefused != nil {
+			return nil, "", firstRefused
+		}
 		if len(ok) == 0 {
 			return nil, "no safe candidate: " + strings.Join(rejected, "; "), nil
 		}

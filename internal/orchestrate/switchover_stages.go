@@ -98,7 +98,7 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 		return "", func(s *v1.MysqlClusterStatus) {
 			finish(s, now, ev.RollbackResult, msg, 0)
 			s.Phase = v1.PhaseDegraded
-			s.HA = haState(s.HA, v1.HADegraded, t, []string{msg})
+			s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, OperationSwitchover)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "PrimaryUnreachable", Message: msg})
 		}, nil
 	}
@@ -166,7 +166,9 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		return back, change, nil
 	}
 	newIP := PodHost(c, ev.Candidate)
-	pending, err := ss.pendingReplicas(c, members, ev.Candidate, newIP, ns)
+	// A replica refused by configuration is waited for like one that is down: past the
+	// promotion, the bound leaves it for later repair rather than keep the cluster waiting.
+	pending, _, err := ss.pendingReplicas(c, members, ev.Candidate, newIP, ns)
 	if err != nil {
 		return "", nil, err
 	}

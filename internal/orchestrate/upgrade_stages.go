@@ -248,13 +248,19 @@ func (r *Runner) upHealthy(ctx context.Context, x *stageEnv) (string, error) {
 		return fmt.Sprintf("%d of %d pods ready", len(x.members), c.Spec.Replicas), nil
 	}
 	ps, err := x.ss.observe(primary)
+	if ce := topology.AsConfigError(err); ce != nil {
+		return "", ce // not a wait: see stopForConfig
+	}
 	if err != nil {
 		return "the primary: " + err.Error(), nil
 	}
 	if ps.ReadOnly {
 		return "the primary " + primary + " is read-only", nil
 	}
-	pending, err := x.ss.pendingReplicas(c, x.members, primary, PodHost(c, primary), ps)
+	pending, refused, err := x.ss.pendingReplicas(c, x.members, primary, PodHost(c, primary), ps)
+	if err == nil && refused != nil {
+		return "", refused // a replica no wait will reach: see stopForConfig
+	}
 	if err != nil || len(pending) > 0 {
 		return strings.Join(pending, "; "), err
 	}
@@ -422,7 +428,10 @@ func withPod(names []string, pod string) []string {
 // supervisor's detection takes, so that the Lease is released and a failover can run instead
 // of waiting behind a barrier that cannot hold.
 func (r *Runner) upGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	if why := r.primaryGone(x); why != "" {
+	if why, err := r.primaryGone(x); err != nil || why != "" {
+		if err != nil {
+			return "", nil, err
+		}
 		return r.stopUpgrade(ctx, x, why+": the upgrade stops so that a failover can run", false)
 	}
 	return "", nil, nil
@@ -431,8 +440,10 @@ func (r *Runner) upGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 // primaryGone says why, once the primary has not answered for the supervisor's detection time
 // (failureThreshold × detectionInterval, counted across the operation's stages and runs of this
 // actor): a long operation (upgrade, scale) stops then, releasing the cluster so that a failover
-// can run. "" while it answers, or has not been silent that long.
-func (r *Runner) primaryGone(x *stageEnv) string {
+// can run. "" while it answers, or has not been silent that long. A path to the primary refused
+// by configuration is no silence of the primary: it is returned as the error, and the stage
+// engine stops the operation with it.
+func (r *Runner) primaryGone(x *stageEnv) (string, error) {
 	key := "primary-down/" + x.op.ID
 	if r.attempts == nil {
 		r.attempts = map[string]time.Time{}
@@ -440,17 +451,20 @@ func (r *Runner) primaryGone(x *stageEnv) string {
 	_, err := x.ss.observe(x.primaryName)
 	if err == nil {
 		delete(r.attempts, key)
-		return ""
+		return "", nil
+	}
+	if ce := topology.AsConfigError(err); ce != nil {
+		return "", ce
 	}
 	since, ok := r.attempts[key]
 	if !ok {
 		r.attempts[key] = x.now
-		return ""
+		return "", nil
 	}
 	bound := time.Duration(max(x.c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(x.c)
 	if x.now.Sub(since) < bound {
-		return ""
+		return "", nil
 	}
 	delete(r.attempts, key)
-	return fmt.Sprintf("the primary %s has not answered for %s (%v)", x.primaryName, x.now.Sub(since).Round(time.Second), err)
+	return fmt.Sprintf("the primary %s has not answered for %s (%v)", x.primaryName, x.now.Sub(since).Round(time.Second), err), nil
 }

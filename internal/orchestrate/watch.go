@@ -185,6 +185,8 @@ type watcher struct {
 	resumeFailed map[string]time.Time
 	// lastErr is the last error reported, so that a persistent error is printed once.
 	lastErr string
+	// repairRefused is the configuration refusal the repairer last reported (see repairOnce).
+	repairRefused string
 	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
 	// first wait for it continues from there.
 	opSeen *observed
@@ -519,7 +521,10 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 	}
 	checkStart := time.Now()
-	ch := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
+	ch, refused := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
+	if refused != nil {
+		return interval, w.cannotCheck(ctx, c, ch, refused)
+	}
 	if w.s.Checked != nil {
 		w.s.Checked(w.key, ch)
 	}
@@ -640,7 +645,7 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		if s.Operation != nil && s.Operation.Type != OperationConverge {
 			return errLostRace
 		}
-		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence)
+		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence, JudgeWatch)
 		s.HA.FailedChecks, s.HA.SuspectedPodUID = failed, uid
 		if !waiting {
 			s.HA.WaitingForLease = nil
@@ -657,9 +662,8 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		case a.State == failover.HADegraded:
 			s.Phase = v1.PhaseDegraded
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: a.Reason})
-		case a.State == failover.HAHealthy && d != nil && d.Status == metav1.ConditionTrue && d.Reason == reasonFailoverWithheld:
-			s.Phase = v1.PhaseRunning
-			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "PrimaryHealthy", Message: a.Reason})
+		case a.State == failover.HAHealthy:
+			clearWithheld(s, a.Reason)
 		}
 		return nil
 	})
@@ -683,6 +687,15 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 }
 
 const reasonFailoverWithheld = "AutomaticFailoverWithheld"
+
+// clearWithheld ends the Degraded condition of an automatic failover withheld, once the primary
+// is judged healthy (msg says how).
+func clearWithheld(s *v1.MysqlClusterStatus, msg string) {
+	if d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && d.Reason == reasonFailoverWithheld {
+		s.Phase = v1.PhaseRunning
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "PrimaryHealthy", Message: msg})
+	}
+}
 
 // withLease runs fn on a copy of the template Runner that holds the cluster's Lease. wait says
 // whether to wait for a holder that stopped renewing (to continue its operation) or to give up
@@ -794,9 +807,9 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	// not churn status, labels and Events every interval. (An attempt that never began, an API
 	// error, is retried at the next tick.)
 	backoff := w.s.Runner.now().Add(failoverBackoff(c))
-	if errors.Is(err, outcome.ErrUnsafe) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
-		// Refused at Confirming (the primary answered, or the replicas disagreed): nothing was
-		// done.
+	if (errors.Is(err, outcome.ErrUnsafe) || errors.Is(err, outcome.ErrConfig)) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
+		// Refused at Confirming (the primary answered, or the replicas disagreed, or the path
+		// to the primary is refused by configuration): nothing was done.
 		if o := w.s.Observer; o != nil {
 			o.Refused(w.key)
 		}
@@ -852,7 +865,7 @@ func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Ti
 		if s.Operation != nil {
 			return errLostRace
 		}
-		s.HA = haState(s.HA, v1.HADegraded, at, []string{msg})
+		s.HA = haState(s.HA, v1.HADegraded, at, []string{msg}, JudgeWatch)
 		s.HA.LastFailover = &at
 		s.Phase = v1.PhaseDegraded
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: msg})
@@ -909,7 +922,9 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 	if err == nil || errors.Is(err, ErrStopped) {
 		return nil
 	}
-	if errors.Is(err, outcome.ErrUnsafe) {
+	if errors.Is(err, outcome.ErrUnsafe) || errors.Is(err, outcome.ErrConfig) {
+		// Refused, or stopped by a path the configuration refuses: the same again next
+		// interval; a minute later it is tried again (the configuration may be fixed).
 		if w.resumeFailed == nil {
 			w.resumeFailed = map[string]time.Time{}
 		}

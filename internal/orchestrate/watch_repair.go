@@ -104,9 +104,19 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		converged, err = obs.replicasConverged(cctx, c, false)
 		cancel()
+		if ce := topology.AsConfigError(err); ce != nil {
+			// A replica the configuration keeps this supervisor from: no repair can reach it
+			// either. Said once per refusal (every round would flood the log).
+			if msg := ce.Error(); msg != w.repairRefused {
+				w.repairRefused = msg
+				return fmt.Errorf("cannot look at every replica: %w", ce)
+			}
+			return nil
+		}
 		if err != nil {
 			return nil //nolint:nilerr // the primary is not ready: the detector's business
 		}
+		w.repairRefused = ""
 	}
 	if len(writable) == 0 && converged {
 		// A budget closed by an operation that ended without a word (an abort, a killed

@@ -17,6 +17,10 @@ var (
 	ErrUnsafe = errors.New("refused as unsafe")
 	// ErrHeld means another actor holds the cluster (exit code 5).
 	ErrHeld = errors.New("held by another actor")
+	// ErrConfig means a path mysqlctl needs is refused by the environment's configuration, not
+	// by a server: the API server refused to port-forward (RBAC, or it cannot reach the pod's
+	// node). Retrying changes nothing until a person fixes it (exit code 6).
+	ErrConfig = errors.New("refused by configuration")
 )
 
 // kindError is an error with its own message that is also one of the sentinels above.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // ErrorKind is the coarse reason an instance could not be observed or a
@@ -27,6 +29,10 @@ const (
 	ErrorAuth ErrorKind = "auth"
 	// ErrorOther: anything else (port-forward failure, SQL error, …).
 	ErrorOther ErrorKind = "other"
+	// ErrorConfig: the path to the server is refused by the environment's
+	// configuration (see ConfigError): it says nothing about the server, and
+	// no retry helps until a person changes the configuration.
+	ErrorConfig ErrorKind = "config"
 )
 
 // MySQL and MariaDB error numbers this package interprets.
@@ -189,4 +195,47 @@ func sqlErrorNumber(err error) uint16 {
 		return me.Number
 	}
 	return 0
+}
+
+// ConfigError is a dial that cannot work until a person changes the
+// configuration: the API server answered the port-forward upgrade with a
+// refusal that no retry changes (RBAC forbids it, or the API server cannot
+// reach the pod's node by its name or certificate). It is not evidence about
+// the server behind the path: a supervisor must not count it as a failed
+// check, and an operation stops at once instead of waiting for the member.
+//
+// Its message is one line naming the pod, what was refused and what to do;
+// it carries no secret (the text is the API server's, which never sees the
+// MySQL credentials). It is outcome.ErrConfig for errors.Is.
+type ConfigError struct {
+	// Target is the pod, as namespace/name.
+	Target string
+	// Status is the HTTP status of the refusal (403, 500, …).
+	Status int
+	// Reason is what the API server (or the kubelet behind it) said, on one
+	// line and shortened.
+	Reason string
+	// Fix says what a person can do about it.
+	Fix string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("the API server refused to port-forward to %s (HTTP %d: %s): %s", e.Target, e.Status, e.Reason, e.Fix)
+}
+
+// ErrorKind implements the kind interface KindOf reads.
+func (e *ConfigError) ErrorKind() ErrorKind { return ErrorConfig }
+
+// Is makes a ConfigError outcome.ErrConfig, whose exit code the command
+// layer documents.
+func (e *ConfigError) Is(target error) bool { return target == outcome.ErrConfig }
+
+// AsConfigError returns the ConfigError in err's chain, or nil.
+func AsConfigError(err error) *ConfigError {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return nil
 }

@@ -63,10 +63,22 @@ type ObserveError struct {
 	Stage string
 	// Message explains the failure, without secrets.
 	Message string
+	// Config is the refusal when Kind is ErrorConfig: the path to the
+	// server is refused by configuration (see ConfigError).
+	Config *ConfigError
 }
 
 // Error implements error.
 func (e *ObserveError) Error() string { return e.Stage + ": " + e.Message }
+
+// Unwrap returns the configuration refusal behind the failure, if any, so
+// that errors.As finds it through an observation.
+func (e *ObserveError) Unwrap() error {
+	if e == nil || e.Config == nil {
+		return nil
+	}
+	return e.Config
+}
 
 // ObserveOptions tune an observation.
 type ObserveOptions struct {
@@ -114,7 +126,7 @@ func Observe(ctx context.Context, name string, q Querier, opts ObserveOptions) S
 			// connection; the context knows better.
 			kind = ErrorTimeout
 		}
-		snap.Err = &ObserveError{Kind: kind, Stage: stage, Message: err.Error()}
+		snap.Err = &ObserveError{Kind: kind, Stage: stage, Message: err.Error(), Config: AsConfigError(err)}
 		return snap
 	}
 

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,9 +120,14 @@ func (d *PortForwardDialer) DialContext(ctx context.Context, t Target) (net.Conn
 	defer cancel()
 	var lastErr error
 	// A cached tunnel may have died since its last use; retry once on a
-	// fresh one.
+	// fresh one. A cached tunnel may also lead to an earlier pod of the same
+	// name: the API server binds a tunnel to the pod it found when the tunnel
+	// was made, and a kubelet forwards into that pod's sandbox, which is gone
+	// once a StatefulSet recreates the pod (an upgrade, a rebuild, a deleted
+	// pod). So a refusal on a cached tunnel is asked again on a fresh one;
+	// only a fresh tunnel's refusal is the pod's answer.
 	for attempt := 0; attempt < 2; attempt++ {
-		tunnel, err := d.tunnel(ctx, t)
+		tunnel, fresh, err := d.tunnel(ctx, t)
 		if err != nil {
 			return nil, newDialError(t, err)
 		}
@@ -131,7 +137,7 @@ func (d *PortForwardDialer) DialContext(ctx context.Context, t Target) (net.Conn
 		}
 		lastErr = err
 		var remote *remoteForwardError
-		if errors.As(err, &remote) || ctx.Err() != nil {
+		if ctx.Err() != nil || errors.As(err, &remote) && fresh {
 			break
 		}
 		d.drop(t, tunnel)
@@ -150,13 +156,14 @@ func (d *PortForwardDialer) drop(t Target, c *pfTunnel) {
 	c.shut()
 }
 
-func (d *PortForwardDialer) tunnel(ctx context.Context, t Target) (*pfTunnel, error) {
+// tunnel returns the pod's cached tunnel, or a new one (fresh).
+func (d *PortForwardDialer) tunnel(ctx context.Context, t Target) (*pfTunnel, bool, error) {
 	key := tunnelKey(t)
 	d.mu.Lock()
 	if c, ok := d.tunnels[key]; ok {
 		if !c.dead() {
 			d.mu.Unlock()
-			return c, nil
+			return c, false, nil
 		}
 		delete(d.tunnels, key)
 	}
@@ -164,17 +171,17 @@ func (d *PortForwardDialer) tunnel(ctx context.Context, t Target) (*pfTunnel, er
 
 	conn, err := d.dialTunnel(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c := &pfTunnel{Connection: conn, closed: make(chan struct{})}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if existing, ok := d.tunnels[key]; ok && !existing.dead() {
 		c.shut()
-		return existing, nil
+		return existing, false, nil
 	}
 	d.tunnels[key] = c
-	return c, nil
+	return c, true, nil
 }
 
 // dialTunnel upgrades a request to pods/NAME/portforward: WebSocket first
@@ -193,7 +200,7 @@ func (d *PortForwardDialer) dialTunnel(ctx context.Context, t Target) (httpstrea
 	if err != nil {
 		return nil, err
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, &u)
+	var dialer httpstream.Dialer = &spdyDialer{client: &http.Client{Transport: transport}, upgrader: upgrader, url: &u, target: t}
 	if !d.opts.SPDYOnly {
 		ws, err := portforward.NewSPDYOverWebsocketDialer(&u, cfg)
 		if err != nil {
@@ -201,7 +208,11 @@ func (d *PortForwardDialer) dialTunnel(ctx context.Context, t Target) (httpstrea
 		}
 		// The WebSocket transport reports its failures with the
 		// k8s.io/streaming error types (as kubectl port-forward checks);
-		// the apimachinery ones are checked as well for older paths.
+		// the apimachinery ones are checked as well for older paths. Any
+		// refused WebSocket upgrade falls back, a 403 included: before
+		// Kubernetes 1.35 a WebSocket upgrade (GET) was authorized as the
+		// verb get, SPDY's (POST) as create, which is what users grant.
+		// Whether a refusal is configuration is decided from SPDY's answer.
 		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
 			return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err) ||
 				httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
@@ -234,6 +245,140 @@ func (d *PortForwardDialer) dialTunnel(ctx context.Context, t Target) (httpstrea
 		}()
 		return nil, fmt.Errorf("port-forward to %s/%s: %w", t.Namespace, t.Pod, ctx.Err())
 	}
+}
+
+// spdyDialer upgrades a POST to pods/NAME/portforward to SPDY, as client-go's
+// spdy.NewDialer does, but keeps what the API server answered a refused
+// upgrade with: client-go reduces it to text ("unable to upgrade connection:
+// …"), and the status code is what tells configuration from a transient
+// failure (see upgradeRefused).
+type spdyDialer struct {
+	client   *http.Client
+	upgrader spdy.Upgrader
+	url      *url.URL
+	target   Target
+}
+
+// Dial implements httpstream.Dialer.
+func (d *spdyDialer) Dial(protocols ...string) (httpstream.Connection, string, error) {
+	req, err := http.NewRequest(http.MethodPost, d.url.String(), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range protocols {
+		req.Header.Add(httpstream.HeaderProtocolVersion, p)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		// No answer (the API server is down, restarting, or unreachable):
+		// transient, never configuration. Reported as client-go's
+		// spdy.Negotiate reports it.
+		return nil, "", fmt.Errorf("error sending request: %v", err) //nolint:errorlint // as client-go: the kind of this SPDY-only failure stays ErrorOther, as it was
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, "", upgradeRefused(d.target, resp.StatusCode, body)
+	}
+	conn, err := d.upgrader.NewConnection(resp)
+	if err != nil {
+		return nil, "", err
+	}
+	return conn, resp.Header.Get(httpstream.HeaderProtocolVersion), nil
+}
+
+// upgradeError is a refused upgrade that is not known to be configuration:
+// a pod not found (it may be being recreated under the same name), one with
+// no node yet, an API server that is starting or overloaded (429, 503), a
+// node that does not answer (it may be down: that is what failover is for).
+type upgradeError struct {
+	status int
+	msg    string
+}
+
+func (e *upgradeError) Error() string {
+	return fmt.Sprintf("unable to upgrade connection (HTTP %d): %s", e.status, e.msg)
+}
+
+// upgradeRefused classifies the API server's non-101 answer to a port-forward
+// upgrade, from its status code and body (a metav1.Status when the API
+// server itself answered; plain text when it echoes the kubelet's answer or
+// a proxy answered). Configuration, returned as a *ConfigError:
+//
+//   - 403 from the API server (a Status): RBAC (or an admission rule) forbids
+//     create on pods/portforward; the API server checks it before anything
+//     else, so it is the same for every pod of the namespace.
+//   - 401 or 403 in plain text: the kubelet (or a proxy) refuses the API
+//     server's credentials. A 401 Status is the API server refusing ours,
+//     which an exec credential plugin renews on the next request: transient.
+//   - 400 "Upgrade request required": a proxy dropped the upgrade headers.
+//   - 5xx "error dialing backend" whose cause never changes by itself: the
+//     node's name does not resolve ("no such host"), the kubelet's certificate
+//     is not trusted or refuses the API server's ("certificate", "x509",
+//     "tls: bad certificate"), it speaks another scheme; and "no preferred
+//     addresses found" (the node reports no address the API server uses).
+//
+// Everything else is transient: a refused connection, a timeout or no route
+// to the kubelet (the node may be down, which must count toward a failover),
+// 404 (a pod being recreated), 429 and 503 (an API server starting or
+// overloaded).
+func upgradeRefused(t Target, status int, body []byte) error {
+	msg, apiStatus := refusalText(body)
+	where := t.Namespace + "/" + t.Pod
+	lower := strings.ToLower(msg)
+	cfg := func(fix string) error { return &ConfigError{Target: where, Status: status, Reason: msg, Fix: fix} }
+	direct := "or run mysqlctl on the pod network (in the cluster) with --dialer direct"
+	switch {
+	case status == http.StatusForbidden && apiStatus:
+		return cfg(fmt.Sprintf("grant the user mysqlctl runs as the verb create on pods/portforward in namespace %s (the Role that 'mysqlctl install --rbac' applies has it), %s", t.Namespace, direct))
+	case (status == http.StatusForbidden || status == http.StatusUnauthorized) && !apiStatus:
+		return cfg("the kubelet of the pod's node (or a proxy on the way) refuses the API server's credentials: allow the API server's kubelet client (its certificate, and create on nodes/proxy), " + direct)
+	case status == http.StatusBadRequest && strings.Contains(lower, "upgrade request required"):
+		return cfg("a proxy between mysqlctl and the pod drops the connection upgrade: let it pass the Upgrade and Connection headers (SPDY and WebSocket), " + direct)
+	case status >= 500 && (strings.Contains(lower, "error dialing backend") && backendMisconfigured(lower) || strings.Contains(lower, "no preferred addresses found")):
+		return cfg("the API server cannot reach the kubelet of the pod's node (it must resolve the node's address and trust the kubelet's certificate: --kubelet-preferred-address-types, --kubelet-certificate-authority), " + direct)
+	}
+	return &upgradeError{status: status, msg: msg}
+}
+
+// backendMisconfigured reports whether the cause of an "error dialing
+// backend" (the API server dialing the kubelet) is one that stays until the
+// configuration changes. A refused connection, a timeout, no route or a reset
+// are not: they are what a node that is down looks like.
+func backendMisconfigured(lower string) bool {
+	for _, s := range []string{
+		"no such host",         // the node's name does not resolve where the API server runs
+		"x509:", "certificate", // the kubelet's certificate is not trusted, or ours is refused
+		"server gave http response to https", // the kubelet speaks another scheme
+		"first record does not look like a tls handshake",
+	} {
+		if strings.Contains(lower, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusalText is a refusal's body as one short line: the message of a
+// metav1.Status (apiStatus true) or the text itself. Proxies answer with
+// whole HTML pages; a line is enough to say who refused.
+func refusalText(body []byte) (string, bool) {
+	var st struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}
+	msg, apiStatus := string(body), false
+	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" {
+		msg, apiStatus = st.Message, true
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if msg == "" {
+		msg = "no message"
+	}
+	if r := []rune(msg); len(r) > 300 {
+		msg = string(r[:300]) + "…"
+	}
+	return msg, apiStatus
 }
 
 // remoteForwardError is what the kubelet reported on the error stream, for

@@ -45,10 +45,14 @@ func BenchmarkWatchOutage(b *testing.B) {
 	}
 }
 
-func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode string) (time.Duration, time.Duration, int, int) {
+// watchOutageRun injects the fault into the primary of a fresh cluster under a writer while a
+// watch (with the extra environment, such as its dialer) supervises it; it returns the writer's
+// longest gap, the time from the fault to the new primary recorded, the acknowledged writes lost
+// and the healthy replicas quarantined.
+func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode string, env ...string) (time.Duration, time.Duration, int, int) {
 	root := appClusterB(b, t, ctx, name)
 	defer deleteCluster(t, name)
-	w := startWatch(t, nil, name)
+	w := startWatch(t, env, name)
 	defer func() { _ = w.cmd.Process.Signal(syscall.SIGKILL); <-w.done }()
 	wr, stop := startWriter(ctx, name)
 	defer stop()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 // whose status tells the truth; data written through the primary Service reaches every replica;
 // a second reconcile writes nothing; a recreated replica pod rejoins from its own data.
 func TestCreateThreeInstances(t *testing.T) {
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res := mysqlctl(t, "create", "demo", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "5m")
@@ -237,7 +237,7 @@ func TestBootstrapResumesAfterKillAtEveryStage(t *testing.T) {
 			name := fmt.Sprintf("kill%d", i)
 			cmd := exec.CommandContext(ctx, bin, "create", name, "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi",
 				"--wait", "--timeout", "4m", "--kubeconfig", r.Kubeconfig, "-n", "default")
-			cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct", "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+stage)
+			cmd.Env = cliEnv(t, "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+stage)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)

@@ -290,6 +290,7 @@ func requireEvents(t *testing.T, reasons map[string]bool, texts []string, want .
 // acknowledged write survives, exactly one instance is writable. When the old primary returns,
 // reconcile rejoins it as a replica (its history is contained in the new primary's).
 func TestFailoverAfterPrimaryLoss(t *testing.T) {
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "fl", 3)

@@ -151,7 +151,7 @@ func (w syncWriter) Write(p []byte) (int, error) {
 func startFrozen(t *testing.T, ctx context.Context, stage string, args ...string) *frozen {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct", "MYSQLCTL_FAILPOINT_STOP_BEFORE_MUTATION="+stage)
+	cmd.Env = cliEnv(t, "MYSQLCTL_FAILPOINT_STOP_BEFORE_MUTATION="+stage)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

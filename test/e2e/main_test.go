@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,13 +70,54 @@ type result struct {
 	code           int
 }
 
-// mysqlctl runs the real binary against the rig (direct dialing: rig pods have loopback IPs).
+// viaPortForwardTests are the tests (with their subtests) whose mysqlctl runs use the default
+// dialer, as on a workstation.
+var viaPortForwardTests sync.Map
+
+// viaPortForward makes every mysqlctl run of the test and its subtests reach MySQL as a user's
+// laptop does: through the API server's pods/portforward and the node's kubelet API (the default
+// dialer). Other tests dial the pods' addresses (--dialer direct), as mysqlctl does in the cluster.
+func viaPortForward(t *testing.T) {
+	viaPortForwardTests.Store(t.Name(), true)
+	t.Cleanup(func() { viaPortForwardTests.Delete(t.Name()) })
+}
+
+// cliEnv is the environment of a mysqlctl run of the test: its own configuration directory and
+// its dialer.
+func cliEnv(t *testing.T, extra ...string) []string {
+	env := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	direct := true
+	for name := t.Name(); name != ""; {
+		if _, ok := viaPortForwardTests.Load(name); ok {
+			direct = false
+			break
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	if direct {
+		env = append(env, "MYSQLCTL_DIALER=direct")
+	}
+	return append(env, extra...)
+}
+
+// mysqlctl runs the real binary against the rig (dialing the pods directly, or through
+// port-forward in the tests that ask for it with viaPortForward).
 func mysqlctl(t *testing.T, args ...string) result {
+	t.Helper()
+	return mysqlctlEnv(t, nil, args...)
+}
+
+// mysqlctlEnv runs the real binary with extra environment (which wins over cliEnv's).
+func mysqlctlEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct")
+	cmd.Env = cliEnv(t, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -32,7 +32,8 @@ import (
 //   - after the primary purged its binary logs, the scale up seeds the new instance by a copy from
 //     a donor (a Job), and the copy joins with every row.
 func TestScale(t *testing.T) {
-	t.Parallel() // mostly waiting (Lease expiry after each kill): runs beside another such test
+	t.Parallel()      // mostly waiting (Lease expiry after each kill): runs beside another such test
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	began := time.Now()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -118,6 +117,7 @@ func (w *writer) maxGap() time.Duration {
 // while a client writes continuously: every acknowledged commit survives on every instance,
 // exactly one instance is writable afterwards, and the old primary replicates from the new one.
 func TestSwitchoverUnderWrites(t *testing.T) {
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if res := mysqlctl(t, "create", "sw", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "128Mi", "--wait", "--timeout", "4m"); res.code != 0 {
@@ -360,7 +360,7 @@ func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
 func killAt(t *testing.T, ctx context.Context, stage string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct", "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+stage)
+	cmd.Env = cliEnv(t, "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE="+stage)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,8 @@ func podUIDs(t *testing.T, ctx context.Context, pods ...string) map[string]strin
 //   - `apply -f` of a downgrade is refused with exit 4 and writes nothing; `apply -f` of a changed
 //     mysqlConfig rolls it out by itself.
 func TestUpgrade(t *testing.T) {
-	t.Parallel() // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
+	t.Parallel()      // mostly waiting (Lease expiry, restarts): runs beside another such test, after the serial ones
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	began := time.Now()

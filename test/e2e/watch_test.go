@@ -43,7 +43,7 @@ type watchProc struct {
 func startWatch(t *testing.T, env []string, args ...string) *watchProc {
 	t.Helper()
 	cmd := exec.Command(bin, append(append([]string{"watch"}, args...), "-o", "json", "--kubeconfig", r.Kubeconfig, "-n", "default")...)
-	cmd.Env = append(append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_DIALER=direct"), env...)
+	cmd.Env = cliEnv(t, env...)
 	w := &watchProc{cmd: cmd, mu: &sync.Mutex{}, stdout: &bytes.Buffer{}, errb: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = syncWriter{w.mu, w.stdout}, syncWriter{w.mu, w.errb}
 	if err := cmd.Start(); err != nil {
@@ -171,6 +171,7 @@ func writableCount(t *testing.T, ctx context.Context, root string, pods ...strin
 // inside the cooldown is not failed over automatically (Degraded, with the command to run), and
 // that command works; SIGTERM ends watch with exit 0 within seconds.
 func TestWatchFailsOverByItself(t *testing.T) {
+	viaPortForward(t) // as from a workstation: through the API server and the node
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "wa", 3)

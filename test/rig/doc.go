@@ -19,6 +19,10 @@
 //		r.Cut(t, "default", "mariadb-2")    // partition until r.Restore (or the end of the test)
 //	}
 //
+// The node serves the kubelet API (port-forward, exec, container logs) that the API server
+// proxies to, so `kubectl port-forward|exec|logs` and mysqlctl's default dialer from a
+// workstation (pods/portforward through the API server) work on the rig as on a real cluster.
+//
 // Main and StartT fail the package (or test) when anything the rig started survives its Stop:
 // processes, iptables rules, cgroups. Everything binds loopback addresses only; the API server
 // refuses loopback addresses in EndpointSlices, so the agent publishes FQDN EndpointSlices that

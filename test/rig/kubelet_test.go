@@ -149,6 +149,42 @@ func TestPortForwardRefusedPortSaysSo(t *testing.T) {
 	}
 }
 
+// A tunnel is bound to the pod instance the API server found when it was made. After the pod is
+// recreated under its name (new UID, new address), the old tunnel's streams fail on the node, and
+// mysqlctl's dialer must not keep the failing tunnel: its next dial reaches the new pod.
+func TestPortForwardFollowsRecreatedPod(t *testing.T) {
+	pods := mariadb(t)
+	pod := pods[len(pods)-1]
+	for _, kind := range []dialerKind{spdyProto, websocketProto} {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			d, err := topology.NewPortForwardDialer(r.Config, topology.PortForwardOptions{SPDYOnly: kind == spdyProto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = d.Close() }()
+			target := topology.Target{Name: pod.Name, Namespace: ns, Pod: pod.Name}
+			conn, err := d.DialContext(ctx, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.Close()
+			old := podAfter(t, ctx, pod.Name, func(*corev1.Pod) bool { return true })
+			forceDelete(t, ctx, pod.Name)
+			now := podAfter(t, ctx, pod.Name, func(p *corev1.Pod) bool { return p.UID != old.UID && rig.IsReady(p) })
+			if now.Status.PodIP == old.Status.PodIP {
+				t.Logf("the new pod has the old address %s", now.Status.PodIP)
+			}
+			conn, err = d.DialContext(ctx, target)
+			if err != nil {
+				t.Fatalf("after the pod was recreated (uid %s -> %s): %v", old.UID, now.UID, err)
+			}
+			_ = conn.Close()
+		})
+	}
+}
+
 func execPod(t *testing.T, kind dialerKind, pod, stdin string, cmd ...string) (string, string, error) {
 	t.Helper()
 	req := r.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").

@@ -26,6 +26,11 @@ const (
 	ExitUnsafe ExitCode = 4
 	// ExitHeld means another actor holds the cluster.
 	ExitHeld ExitCode = 5
+	// ExitConfig means the environment's configuration refuses a path mysqlctl needs, so no
+	// retry can succeed: the API server refused to port-forward to a pod (RBAC forbids create
+	// on pods/portforward, or the API server cannot reach the pod's node). The message says
+	// what to grant or change; an operation stopped before its first change recorded nothing.
+	ExitConfig ExitCode = 6
 )
 
 // ExitCodeFor maps an error to its exit code. It is the only place that does.
@@ -36,6 +41,10 @@ func ExitCodeFor(err error) ExitCode {
 		return ExitOK
 	case errors.As(err, &flagErr), errors.Is(err, outcome.ErrInvalid):
 		return ExitUsage
+	case errors.Is(err, outcome.ErrConfig):
+		// Before the other kinds: a refused path is what a person must fix, whatever the
+		// operation made of it.
+		return ExitConfig
 	case errors.Is(err, outcome.ErrHeld):
 		return ExitHeld
 	case errors.Is(err, outcome.ErrUnsafe):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +36,16 @@ type Factory struct {
 	DisplayName string
 	// Getenv reads the environment (injected for tests).
 	Getenv func(string) string
+	// Now is the clock that output measures ages against (injected for tests; nil: time.Now).
+	Now func() time.Time
+}
+
+// Clock returns the time now by f.Now, or time.Now when none is injected.
+func (f *Factory) Clock() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
 }
 
 // RESTConfig returns the client configuration from the connection flags and kubeconfig.

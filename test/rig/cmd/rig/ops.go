@@ -312,11 +312,20 @@ func cmdLogs(c *cli, args []string) error {
 			for _, e := range entries {
 				names = append(names, strings.TrimSuffix(e.Name(), ".log"))
 			}
+			var running []string
+			for _, n := range names {
+				if _, ok := p.Containers[n]; ok {
+					running = append(running, n)
+				}
+			}
 			switch {
 			case contains(names, "mariadb"):
 				name = "mariadb"
 			case len(names) == 1:
 				name = names[0]
+			case len(running) == 1:
+				// As kubectl logs does: the one app container, not the finished init containers.
+				name = running[0]
 			default:
 				return usageError{fmt.Sprintf("pod %s has several containers (%s): choose one with -c", pod, strings.Join(names, ", "))}
 			}

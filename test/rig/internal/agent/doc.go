@@ -32,6 +32,16 @@
 //     EndpointSlice controller cannot publish the rig's pods. The agent publishes, for every Service
 //     with a selector, EndpointSlices of address type FQDN (the pods' DNS names, which the rig's
 //     /etc/hosts resolves) with the same conditions the controller would set (endpoints.go).
+//   - Kubelet API: the node serves what the API server proxies to a kubelet, port-forward (SPDY,
+//     and WebSocket for clients that reach a node directly; the API server tunnels its own
+//     WebSocket clients over SPDY), exec and containerLogs, with Kubernetes' own server side
+//     (k8s.io/cri-streaming), over TLS on the node's address and port 10250. Its serving
+//     certificate is signed by the control plane's kubelet CA, which the API server checks, and
+//     only clients that CA signed (the API server's kubelet client) are served. The Node publishes
+//     that address as its InternalIP and the port as its kubelet endpoint; the API server prefers
+//     InternalIP, so no node name is ever resolved. Port-forward connects from the node's address
+//     to the pod's, as a kubelet connects inside the pod's network namespace: a network cut of
+//     the pod spares that path, a frozen server holds it (kubelet.go).
 //   - Faults: kill -9, freeze (SIGSTOP) and thaw, network cut and restore (iptables rules in a chain
 //     of the rig's own: packets to and from the pod's address and from the pod's cgroup are dropped,
 //     except to and from the node address the probes come from), losing a pod (its processes die and

@@ -127,6 +127,11 @@ var _ portforward.PortForwarder = podForwarder{}
 // port nothing listens on is refused.
 func (f podForwarder) PortForward(ctx context.Context, _ string, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer func() { _ = stream.Close() }()
+	// The tunnel was made for this pod instance: once it is gone (deleted, or recreated under
+	// its name with another UID), its streams fail, as a kubelet's do when the sandbox is gone.
+	if cur, err := f.w.a.worker(f.w.namespace, f.w.name); err != nil || cur != f.w {
+		return fmt.Errorf("pod %s (uid %s) no longer runs on this node: its sandbox is gone", f.w.key, f.w.uid)
+	}
 	ip := f.w.podIP()
 	if ip == "" {
 		return fmt.Errorf("pod %s has no address yet", f.w.key)
