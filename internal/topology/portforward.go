@@ -563,11 +563,19 @@ func (c *streamConn) Write(p []byte) (int, error) {
 	if c.tunnel.dead() {
 		return 0, net.ErrClosed
 	}
+	// The node ends the error stream when it stops forwarding this connection:
+	// the server closed it (a KILL, wait_timeout, a restart), or it failed.
+	// Nothing written now can reach the server. Failing with nothing written
+	// lets the driver report driver.ErrBadConn and database/sql retry on a new
+	// connection, as it does for a pooled TCP connection the server closed
+	// (which the driver detects on the socket before reuse; a stream gives it
+	// no socket to check).
 	select {
 	case <-c.errDone:
 		if c.remoteErr != nil {
 			return 0, c.remoteErr
 		}
+		return 0, net.ErrClosed
 	default:
 	}
 	n, err := c.data.Write(p)

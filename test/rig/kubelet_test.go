@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream" //nolint:staticcheck // client-go's portforward still takes this type
@@ -182,6 +184,46 @@ func TestPortForwardFollowsRecreatedPod(t *testing.T) {
 			}
 			_ = conn.Close()
 		})
+	}
+}
+
+// A pooled connection the server closed (KILL, wait_timeout) is noticed before the next statement
+// is written to it: database/sql retries on a new connection, as it does on TCP, instead of failing
+// the statement with "invalid connection" (which `watch` would count as a failed check).
+func TestPortForwardPooledConnectionClosedByServer(t *testing.T) {
+	pods := mariadb(t)
+	pod := pods[0].Name
+	d, err := topology.NewPortForwardDialer(r.Config, topology.PortForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	mysql.RegisterDialContext("rigtest-pf", func(ctx context.Context, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, topology.Target{Name: pod, Namespace: ns, Pod: pod})
+	})
+	viaPF, err := sql.Open("mysql", "root:"+password+"@rigtest-pf(pod)/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = viaPF.Close() }()
+	viaPF.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var id int64
+	if err := viaPF.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	direct := open(t, pods[0].Status.PodIP+":3306")
+	if _, err := direct.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the node has ended the stream by then
+	var next int64
+	if err := viaPF.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&next); err != nil {
+		t.Fatalf("the statement after the server closed the pooled connection: %v", err)
+	}
+	if next == id {
+		t.Fatalf("still on the killed connection %d", id)
 	}
 }
 
