@@ -105,15 +105,27 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 // lostAcked counts the acknowledged writes the primary does not hold.
 func lostAcked(t *testing.T, ctx context.Context, primary, root string, acked []int) int {
+	return len(missingAcked(t, ctx, primary, root, acked))
+}
+
+// missingAcked returns the indexes in acked of the writes the primary does not hold. A read that
+// fails is tried again (a connection error proves nothing); one that keeps failing counts as lost.
+func missingAcked(t *testing.T, ctx context.Context, primary, root string, acked []int) []int {
 	d := db(t, mustPodAddr(t, ctx, primary), root)
-	lost := 0
-	for _, id := range acked {
-		var n int
-		if err := d.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = ?", id).Scan(&n); err != nil || n != 1 {
-			lost++
+	var missing []int
+	for i, id := range acked {
+		n, err := -1, error(nil)
+		for try := 0; try < 5; try++ {
+			if err = d.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = ?", id).Scan(&n); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil || n != 1 {
+			missing = append(missing, i)
 		}
 	}
-	return lost
+	return missing
 }
 
 // BenchmarkSwitchoverUnavailability measures, over haRuns switchovers of a 3-instance cluster

@@ -83,7 +83,17 @@ func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode 
 	stop()
 	outage := wr.maxGap()
 	c := getCluster(t, ctx, name)
-	lost := lostAcked(t, ctx, c.Status.CurrentPrimary, root, wr.acked)
+	missing := missingAcked(t, ctx, c.Status.CurrentPrimary, root, wr.acked)
+	for _, i := range missing {
+		// What the run needs to be understood: which write, when and by whom it was acknowledged.
+		fmt.Printf("%s %s: acknowledged write %d (at %s by %s, %s after the fault) is not on the new primary %s (old %s)\n",
+			name, mode, wr.acked[i], wr.ackTimes[i].Format("15:04:05.000"), wr.ackAddrs[i], wr.ackTimes[i].Sub(faulted).Round(time.Millisecond),
+			c.Status.CurrentPrimary, primary)
+	}
+	if len(missing) > 0 {
+		fmt.Printf("watch output:\n%s\n%s\n", w.output(), w.stderr())
+	}
+	lost := len(missing)
 	quarantined := 0
 	for _, e := range c.Status.ErrantInstances {
 		if e.Name != primary {
