@@ -125,7 +125,11 @@ func (d *PortForwardDialer) DialContext(ctx context.Context, t Target) (net.Conn
 	// was made, and a kubelet forwards into that pod's sandbox, which is gone
 	// once a StatefulSet recreates the pod (an upgrade, a rebuild, a deleted
 	// pod). So a refusal on a cached tunnel is asked again on a fresh one;
-	// only a fresh tunnel's refusal is the pod's answer.
+	// only a fresh tunnel's refusal is the pod's answer. A refused connection
+	// is not asked again: it came from a live sandbox whose port is closed
+	// (the server is down or restarting), which is the pod's own answer, and
+	// a failure detector checking a dead server must not pay a new tunnel
+	// for every check.
 	for attempt := 0; attempt < 2; attempt++ {
 		tunnel, fresh, err := d.tunnel(ctx, t)
 		if err != nil {
@@ -137,7 +141,7 @@ func (d *PortForwardDialer) DialContext(ctx context.Context, t Target) (net.Conn
 		}
 		lastErr = err
 		var remote *remoteForwardError
-		if ctx.Err() != nil || errors.As(err, &remote) && fresh {
+		if ctx.Err() != nil || errors.As(err, &remote) && (fresh || remote.ErrorKind() == ErrorRefused) {
 			break
 		}
 		d.drop(t, tunnel)
