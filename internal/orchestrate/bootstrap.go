@@ -394,11 +394,20 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	// written from what was read (see persistWith below), never from those changes.
 	read := cluster.DeepCopy()
 	next, change, err := run()
-	if ce := topology.AsConfigError(err); ce != nil {
-		// No wait helps a path refused by configuration: stop now (see stopForConfig).
-		return "", false, r.stopForConfig(ctx, key, read, op, ce)
-	}
 	var ny errNotYet
+	if ce := topology.AsConfigError(err); ce != nil {
+		if stopsAtRefusal(op) {
+			// No wait helps a path refused by configuration: stop now (see stopForConfig).
+			return "", false, r.stopForConfig(ctx, key, read, op, ce)
+		}
+		// Past a switchover's or failover's point of no return the stage must end by its own
+		// bound (a replica that cannot be reached is left for later repair, a candidate that
+		// cannot be reached is taken out of every Service): a refused member is waited for as
+		// a silent one, never a stop that only resume could continue and that would stop again.
+		if !errors.As(err, &ny) {
+			err = errNotYet{msg: err.Error(), cause: ce}
+		}
+	}
 	switch {
 	case errors.As(err, &ny):
 		// A stage that waits reads the credentials again at its next try: a Secret put right

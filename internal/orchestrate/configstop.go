@@ -159,6 +159,17 @@ func sameJSON(a, b any) bool {
 	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
+// stopsAtRefusal reports whether a configuration refusal stops op at once: an operation that can
+// still be withdrawn or aborted at its stage, and every operation other than a switchover or a
+// failover. A switchover or failover past its point of no return (the candidate promoted) has to
+// finish by its stages' own bounds instead.
+func stopsAtRefusal(op *v1.OperationStatus) bool {
+	if op.Type != OperationSwitchover && op.Type != OperationFailover {
+		return true
+	}
+	return slices.Contains(untouched[op.Type], op.Stage) || slices.Contains(abortable[op.Type], op.Stage)
+}
+
 // stopForConfig ends the run of op at a configuration refusal ce: no retry changes it, and
 // waiting out the stage's bound would only leave the cluster in the operation's phase for
 // minutes. An operation still at an untouched stage is withdrawn (see withdrawal): no operation,

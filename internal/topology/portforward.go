@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -366,6 +367,10 @@ func backendMisconfigured(lower string) bool {
 // refusalText is a refusal's body as one short line: the message of a
 // metav1.Status (apiStatus true) or the text itself. Proxies answer with
 // whole HTML pages; a line is enough to say who refused.
+// credentialLike matches a credential's name and what follows it, in a refusal's text.
+// An Authorization header's value runs to the end of its line (a scheme, then the credential).
+var credentialLike = regexp.MustCompile(`(?i)(authorization)(\s*[=:]?\s*)[^\n]+|(bearer|token|password|secret)(\s*[=:]?\s*)[^\s,;"']+`)
+
 func refusalText(body []byte) (string, bool) {
 	var st struct {
 		Kind    string `json:"kind"`
@@ -374,7 +379,13 @@ func refusalText(body []byte) (string, bool) {
 	msg, apiStatus := string(body), false
 	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" {
 		msg, apiStatus = st.Message, true
+	} else {
+		// A kubelet's or a proxy's answer: its first line only (a proxy may echo the request,
+		// headers included).
+		msg, _, _ = strings.Cut(strings.TrimSpace(msg), "\n")
 	}
+	// The text goes into errors, Events and status: nothing that looks like a credential.
+	msg = credentialLike.ReplaceAllString(msg, "${1}${2}${3}${4}[redacted]")
 	msg = strings.Join(strings.Fields(msg), " ")
 	if msg == "" {
 		msg = "no message"

@@ -220,3 +220,16 @@ func TestPortForwardUpgradeAccepted(t *testing.T) {
 		t.Errorf("%d WebSocket attempts and %d SPDY upgrades, want 1 and 1", f.wsTries.Load(), f.upgrades.Load())
 	}
 }
+
+// A refusal's text reaches errors, Events and status: a proxy that echoes the request must not
+// carry its credentials there, and only its first line is kept.
+func TestRefusalTextRedactsCredentials(t *testing.T) {
+	body := []byte("403 Forbidden: Authorization: Bearer abc.def.ghi\nX-Echo: password=hunter2\n")
+	msg, api := refusalText(body)
+	if api || strings.Contains(msg, "abc.def.ghi") || strings.Contains(msg, "hunter2") || strings.Contains(msg, "X-Echo") {
+		t.Errorf("refusal text %q (api %v) keeps a credential or a second line", msg, api)
+	}
+	if !strings.Contains(msg, "403 Forbidden") {
+		t.Errorf("refusal text %q lost the refusal", msg)
+	}
+}
