@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 )
@@ -19,24 +18,8 @@ import (
 func TestRebuildRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
-	cluster := &v1.MysqlCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "rebuild-req", Namespace: "default"},
-		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
-	}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
+	c, key, get := requestCluster(t, ctx, "rebuild-req")
 	w := &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: "watch-b"}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: 2}
-	get := func() *v1.MysqlCluster {
-		t.Helper()
-		cur := &v1.MysqlCluster{}
-		if err := c.Get(ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		return cur
-	}
 	later := metav1.NewTime(time.Now().Add(time.Hour))
 	post := func(req v1.Request) *v1.Request {
 		t.Helper()

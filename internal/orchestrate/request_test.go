@@ -15,6 +15,29 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 )
 
+// requestCluster creates a MysqlCluster (no pods: requests are status and annotations) in the
+// real API server and returns the client, its key and a getter of its current state.
+func requestCluster(t *testing.T, ctx context.Context, name string) (client.Client, client.ObjectKey, func() *v1.MysqlCluster) {
+	t.Helper()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	return c, key, func() *v1.MysqlCluster {
+		t.Helper()
+		cur := &v1.MysqlCluster{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+}
+
 // TestRequestNeverRunTwice attacks the hand-over of requests against the real API server: a
 // watch that read a request and froze must not take it once it was withdrawn; a request whose
 // operation already finished is answered from the history, never run again; a supervisor that
@@ -23,26 +46,10 @@ import (
 func TestRequestNeverRunTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
-	cluster := &v1.MysqlCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "req", Namespace: "default"},
-		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
-	}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
+	c, key, get := requestCluster(t, ctx, "req")
 	epochs := map[string]int32{"watch-a": 1, "watch-b": 2} // watch-b took over from watch-a
 	watcherOf := func(holder string) *watcher {
 		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: epochs[holder]}
-	}
-	get := func() *v1.MysqlCluster {
-		t.Helper()
-		cur := &v1.MysqlCluster{}
-		if err := c.Get(ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		return cur
 	}
 	setStatus := func(f func(*v1.MysqlClusterStatus)) {
 		t.Helper()

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/utils/exec"
+	"k8s.io/utils/ptr"
 
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
@@ -302,7 +303,7 @@ func TestContainerLogsThroughAPIServer(t *testing.T) {
 	if strings.Contains(all, "---- rig:") {
 		t.Errorf("the agent's start markers leak into the log:\n%s", all)
 	}
-	tail, err := logs(&corev1.PodLogOptions{TailLines: ptrTo(int64(2))})
+	tail, err := logs(&corev1.PodLogOptions{TailLines: ptr.To(int64(2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,8 +346,6 @@ func TestContainerLogsThroughAPIServer(t *testing.T) {
 		t.Errorf("the current log is not the new instance's:\n%s", cur)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // kubectl's own port-forward, exec and logs work on the rig as on a real cluster.
 func TestKubectlStreamingCommands(t *testing.T) {

@@ -232,13 +232,8 @@ func (e containerExecutor) ExecInContainer(ctx context.Context, _ string, _ stri
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	var stdout, stderr io.Writer
-	if out != nil {
-		stdout = out
-	}
-	if errOut != nil {
-		stderr = errOut
-	}
+	// A nil io.WriteCloser converts to a nil io.Writer: the stream was not asked for.
+	stdout, stderr := io.Writer(out), io.Writer(errOut)
 	if tty && stderr == nil {
 		stderr = stdout
 	}
