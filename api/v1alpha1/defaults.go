@@ -15,6 +15,7 @@ var OwnedConfigKeys = []string{
 	"bind_address", "port", "socket", "datadir", "relay_log", "report_host", "skip_slave_start",
 	"skip_replica_start", "binlog_format", "sync_binlog", "innodb_flush_log_at_trx_commit",
 	"slave_net_timeout", "replica_net_timeout",
+	"extra_port", "extra_max_connections", "admin_address", "admin_port", "create_admin_listener_thread",
 }
 
 // OwnedConfigPrefix is the prefix of the semi-sync options mysqlctl owns.

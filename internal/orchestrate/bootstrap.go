@@ -919,6 +919,9 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 	return in, nil
 }
 
+// port is the port replication reaches the instance on (PodPort of its pod).
+func (ss *sessions) port(name string) int { return PodPort(ss.pods[name]) }
+
 // observe takes a complete snapshot of the instance; an incomplete one means "not yet".
 func (ss *sessions) observe(name string) (topology.Snapshot, error) {
 	in, err := ss.connect(name)

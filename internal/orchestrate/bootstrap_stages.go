@@ -191,7 +191,7 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		case !joined:
 			// A returning former primary resumes from its own binlog; its history was just
 			// proven an ancestor of the primary's.
-			if err := r.joinReplica(ctx, c, in, s, PodHost(c, primaryName), creds); err != nil {
+			if err := r.joinReplica(ctx, c, in, s, PodHost(c, primaryName), x.ss.port(primaryName), creds); err != nil {
 				return "", nil, err
 			}
 		case c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled:

@@ -301,6 +301,12 @@ func TestPDBFailClosed(t *testing.T) {
 		{"HA not healthy", Convergence{true, true, true, false}, nil, 0},
 		{"nothing known", Convergence{}, nil, 0},
 		{"single instance never", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 1 }, 0},
+		// The one replica of a 2-instance cluster is the only acknowledger: evicting it (or the
+		// primary, leaving the replica alone as the new primary) starves every commit.
+		{"two instances with semi-sync never", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 2 }, 0},
+		{"two instances without semi-sync", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 2; c.Spec.SemiSync.Enabled = ptr.To(false) }, 1},
+		{"waiting for two of three replicas never", all, func(c *v1.MysqlCluster) { c.Spec.SemiSync.WaitForReplicas = 2 }, 0},
+		{"waiting for two of four replicas", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 4; c.Spec.SemiSync.WaitForReplicas = 2 }, 1},
 	}
 	for _, tt := range tests {
 		c := testCluster()

@@ -57,6 +57,22 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 	w("sync_binlog", "1")
 	w("innodb_flush_log_at_trx_commit", "1")
 	w("read_only", "ON")
+	// A second port for mysqlctl and replication (AdminPort): commits that wait for an
+	// acknowledgement hold their sessions, and a starved primary's sessions can fill
+	// max_connections; the replicas that would acknowledge and the supervisor that would repair
+	// must still get in.
+	adminPort := fmt.Sprint(AdminPort)
+	switch {
+	case !adminPortServed(c):
+	case flavor == v1.FlavorMariaDB:
+		w("extra_port", adminPort)
+		w("extra_max_connections", fmt.Sprint(adminMaxConnections))
+	default:
+		// MySQL 8.0.14+: only accounts with SERVICE_CONNECTION_ADMIN may use it.
+		w("loose_admin_address", "0.0.0.0")
+		w("loose_admin_port", adminPort)
+		w("loose_create_admin_listener_thread", "ON")
+	}
 	// Replicas must notice a frozen or partitioned primary quickly: detection asks them to
 	// agree that the primary is gone before it is declared dead. The heartbeat defaults to
 	// half of this.
@@ -151,7 +167,22 @@ func BuildConfigMap(c *v1.MysqlCluster) (*corev1.ConfigMap, error) {
 
 // mysqlBefore8026 reports whether the image's tag names a MySQL version before 8.0.26 (5.7, or
 // 8.0.0–8.0.25), whose semi-sync plugins still have the master/slave names.
-func mysqlBefore8026(image string) bool {
+func mysqlBefore8026(image string) bool { return mysqlTagBefore80(image, 26) }
+
+// adminPortServed reports whether the cluster's servers serve AdminPort: MariaDB's extra_port
+// (every supported version), MySQL's administrative interface from 8.0.14. An image whose tag
+// names no version is taken as recent.
+func adminPortServed(c *v1.MysqlCluster) bool {
+	flavor := c.Spec.Flavor
+	if flavor == "" {
+		flavor = v1.FlavorFromImage(c.Spec.Image)
+	}
+	return flavor == v1.FlavorMariaDB || !mysqlTagBefore80(c.Spec.Image, 14)
+}
+
+// mysqlTagBefore80 reports whether the image's tag names a MySQL version before 8.0.patch (5.7
+// included).
+func mysqlTagBefore80(image string, patch80 int) bool {
 	tag := image
 	if i := strings.LastIndex(tag, "@"); i >= 0 {
 		tag = tag[:i]
@@ -167,7 +198,7 @@ func mysqlBefore8026(image string) bool {
 	case n >= 1 && major < 8:
 		return true
 	case n == 3 && major == 8 && minor == 0:
-		return patch < 26
+		return patch < patch80
 	}
 	return false
 }

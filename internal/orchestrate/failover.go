@@ -787,14 +787,14 @@ func (r *Runner) openPrimary(ctx context.Context, c *v1.MysqlCluster, in *topolo
 
 // joinReplica points in at the new primary, resuming from its own binlog when it has written
 // transactions of its own (a former primary), with the semi-sync replica side on.
-func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, s topology.Snapshot, host string, creds credentials) error {
+func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, s topology.Snapshot, host string, port int, creds credentials) error {
 	if s.SemiSync.SourceEnabled {
 		if err := in.DisableSemiSyncSource(ctx); err != nil {
 			return err
 		}
 	}
 	if err := in.Repoint(ctx, topology.SourceSpec{
-		Host: host, Port: MySQLPort, User: ReplicationUser, Password: creds.replication,
+		Host: host, Port: port, User: ReplicationUser, Password: creds.replication,
 		ConnectRetry: time.Second, HeartbeatPeriod: ReplicaHeartbeat, ResumeFromBinlog: resumesFromBinlog(s),
 	}); err != nil {
 		return err

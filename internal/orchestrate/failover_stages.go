@@ -319,7 +319,7 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 		}
 		in, err := ss.connect(name)
 		if err == nil {
-			err = r.joinReplica(ctx, c, in, s, newIP, creds)
+			err = r.joinReplica(ctx, c, in, s, newIP, ss.port(ev.Candidate), creds)
 		}
 		if err != nil && !x.overdue {
 			return "", nil, err

@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -23,6 +24,36 @@ const FieldOwner = "mysqlctl"
 
 // MySQLPort is the server port.
 const MySQLPort = 3306
+
+// AdminPort is the server's second port, for mysqlctl and replication only: MariaDB's extra_port
+// (with its own extra_max_connections) and MySQL's administrative interface. A primary whose
+// sessions fill max_connections (commits piling up while no replica acknowledges them) still
+// lets its replicas and mysqlctl in through it. AdminPortName names it in the pod template.
+const (
+	AdminPort     = 33062
+	AdminPortName = "mysql-admin"
+	// adminMaxConnections is MariaDB's extra_max_connections: the supervisor's pools, an
+	// operation's sessions and every replica's IO thread fit with room to spare.
+	adminMaxConnections = 64
+)
+
+// PodPort is the port mysqlctl and replication reach a pod's server on: the admin port when the
+// pod's template declares it (pods created before it existed serve only MySQLPort).
+func PodPort(pod *corev1.Pod) int {
+	if pod != nil {
+		for _, ctr := range pod.Spec.Containers {
+			if ctr.Name != ContainerName {
+				continue
+			}
+			for _, p := range ctr.Ports {
+				if p.Name == AdminPortName {
+					return int(p.ContainerPort)
+				}
+			}
+		}
+	}
+	return MySQLPort
+}
 
 // SelectorLabels select every instance of the cluster.
 func SelectorLabels(c *v1.MysqlCluster) map[string]string {

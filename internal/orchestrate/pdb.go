@@ -44,13 +44,27 @@ func ConvergenceFromStatus(c *v1.MysqlCluster, imageConverged bool) Convergence 
 	}
 }
 
+// ackersAfterDisruption reports whether, with any one instance gone (a replica, or the primary
+// replaced by one of its replicas), the primary still has as many replicas as its commits wait
+// for: an eviction that leaves fewer would stop every commit until the instance is back (a
+// starved primary). Without semi-sync nothing waits.
+func ackersAfterDisruption(c *v1.MysqlCluster) bool {
+	if !c.Spec.SemiSync.SemiSyncEnabled() {
+		return true
+	}
+	wait := max(c.Spec.SemiSync.WaitForReplicas, 1)
+	return c.Spec.Replicas-2 >= wait
+}
+
 // BuildPDB returns the PodDisruptionBudget, derived fail-closed: maxUnavailable 1 only when the
-// cluster is fully converged, 0 otherwise. A single-instance cluster never allows a disruption.
+// cluster is fully converged and the instances left after one disruption can still acknowledge
+// every commit (ackersAfterDisruption), 0 otherwise. A single-instance cluster never allows a
+// disruption, nor a 2-instance cluster with semi-sync (its one replica is the only acknowledger).
 // Unhealthy pods may always be evicted (AlwaysAllow would let a drain take a healthy replica
 // while another is broken; IfHealthyBudget keeps the budget honest).
 func BuildPDB(c *v1.MysqlCluster, cv Convergence) *policyv1.PodDisruptionBudget {
 	maxUnavailable := intstr.FromInt32(0)
-	if cv.Converged() && c.Spec.Replicas > 1 {
+	if cv.Converged() && c.Spec.Replicas > 1 && ackersAfterDisruption(c) {
 		maxUnavailable = intstr.FromInt32(1)
 	}
 	policy := policyv1.IfHealthyBudget

@@ -520,7 +520,7 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		if err != nil {
 			return "", nil, err
 		}
-		if err := r.joinReplica(ctx, c, in, js, host, x.creds); err != nil {
+		if err := r.joinReplica(ctx, c, in, js, host, x.ss.port(x.primaryName), x.creds); err != nil {
 			return "", nil, err
 		}
 		return "", nil, notYet("%s joined replication from %s", name, x.primaryName)

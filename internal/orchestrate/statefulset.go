@@ -165,7 +165,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 						Name:           ContainerName,
 						Image:          c.Spec.Image,
 						Env:            append([]corev1.EnvVar{rootPassword}, t.env...),
-						Ports:          []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}},
+						Ports:          containerPorts(c),
 						VolumeMounts:   mounts,
 						Resources:      c.Spec.Resources,
 						StartupProbe:   startup,
@@ -276,4 +276,14 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 		SuccessThreshold: 1,
 	}
 	return startup, readiness, liveness
+}
+
+// containerPorts declares the server's port and, where the servers serve it, the admin port
+// (PodPort reads it back from a pod).
+func containerPorts(c *v1.MysqlCluster) []corev1.ContainerPort {
+	ports := []corev1.ContainerPort{{Name: "mysql", ContainerPort: MySQLPort, Protocol: corev1.ProtocolTCP}}
+	if adminPortServed(c) {
+		ports = append(ports, corev1.ContainerPort{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP})
+	}
+	return ports
 }

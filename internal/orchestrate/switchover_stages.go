@@ -143,7 +143,7 @@ func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 		if err == nil {
 			var s topology.Snapshot
 			if s, err = observe(name); err == nil && !replicatesFrom(s, newIP) {
-				err = r.joinReplica(ctx, c, in, s, newIP, creds)
+				err = r.joinReplica(ctx, c, in, s, newIP, x.ss.port(ev.Candidate), creds)
 			}
 		}
 		if err != nil {

@@ -231,7 +231,7 @@ func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topolog
 	}
 	in, err := x.ss.connect(name)
 	if err == nil {
-		err = r.joinReplica(ctx, c, in, s, ip, x.creds)
+		err = r.joinReplica(ctx, c, in, s, ip, x.ss.port(primary), x.creds)
 	}
 	if err != nil {
 		return true, "", nil, err

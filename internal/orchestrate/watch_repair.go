@@ -82,7 +82,11 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		}
 		return err
 	}
-	if c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
+	// Re-joining replicas is what a starved primary needs (its commits wait for an acknowledgement
+	// that only a re-joined replica gives), and the starved primary is what keeps the recorded
+	// health from Healthy: so the repairer also runs whenever this supervisor's own checks found
+	// the primary answering writable, whatever the recorded state.
+	if (c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy) && !w.primaryAnswered(c) {
 		return nil
 	}
 

@@ -299,6 +299,7 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 	switch u.Role {
 	case RoleReplication:
 		out = append(out, stmt("GRANT REPLICATION SLAVE ON *.* TO "+acct))
+		out = append(out, d.adminInterfaceGrant(acct)...)
 	case RoleOrchestration:
 		if d.f.Line == MySQL57 {
 			out = append(out, stmt("GRANT RELOAD, PROCESS, SUPER, REPLICATION SLAVE, REPLICATION CLIENT, CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"))
@@ -308,6 +309,7 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 				stmt("GRANT SYSTEM_VARIABLES_ADMIN, SESSION_VARIABLES_ADMIN, REPLICATION_SLAVE_ADMIN, CONNECTION_ADMIN, BINLOG_ADMIN ON *.* TO "+acct),
 			)
 		}
+		out = append(out, d.adminInterfaceGrant(acct)...)
 		// INSTALL PLUGIN writes mysql.plugin (semi-sync plugins).
 		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct))
 	case RoleAppWriter, RoleAppReader:
@@ -322,4 +324,14 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 		return nil, fmt.Errorf("unknown role %d", u.Role)
 	}
 	return out, nil
+}
+
+// adminInterfaceGrant lets an account in through the administrative interface (admin_port,
+// 8.0.14+), which mysqlctl and replication use so that a server whose max_connections are taken
+// still lets them in; older servers have neither the interface nor the privilege.
+func (d mysqlDialect) adminInterfaceGrant(acct string) []Stmt {
+	if d.f.Line == MySQL57 || !d.f.Version.AtLeast(8, 0, 14) {
+		return nil
+	}
+	return []Stmt{stmt("GRANT SERVICE_CONNECTION_ADMIN ON *.* TO " + acct)}
 }

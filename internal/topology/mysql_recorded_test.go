@@ -284,6 +284,8 @@ func TestActionsRecordedMySQL84(t *testing.T) {
 			"CREATE USER IF NOT EXISTS 'repl'@'%' IDENTIFIED BY ? [r]",
 			"ALTER USER 'repl'@'%' IDENTIFIED BY ? [r]",
 			"GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'",
+			// Replication reaches the source on its administrative interface (8.0.14+).
+			"GRANT SERVICE_CONNECTION_ADMIN ON *.* TO 'repl'@'%'",
 			"SET SESSION sql_log_bin = 1",
 		}},
 	}

@@ -174,19 +174,30 @@ func Observe(ctx context.Context, name string, q Querier, opts ObserveOptions) S
 		}
 	}
 
-	if s, ok := d.BinaryLogsQuery(); ok {
-		if err := readPurgedPos(ctx, q, d, s, &snap.GTID); err != nil {
-			snap.Warnings = append(snap.Warnings, "purged position unknown: "+sanitize(err, opts.Secrets).Error())
-		}
-	}
-
+	// Semi-sync is read before the binary logs: listing them waits for the binlog lock, which a
+	// starved primary's commit leader holds while it waits for an acknowledgement (measured on
+	// MariaDB 10.11: SHOW BINARY LOGS and SHOW MASTER STATUS block, the statements above do not).
 	vs, ss := d.SemiSyncQueries()
 	vars, err1 := queryVariables(ctx, q, vs)
 	status, err2 := queryVariables(ctx, q, ss)
+	semiSyncKnown := false
 	if err := errors.Join(err1, err2); err != nil {
 		snap.Warnings = append(snap.Warnings, "semi-sync state unknown: "+sanitize(err, opts.Secrets).Error())
 	} else if snap.SemiSync, err = ParseSemiSync(vars, status); err != nil {
 		snap.Warnings = append(snap.Warnings, "semi-sync state unreadable: "+err.Error())
+	} else {
+		semiSyncKnown = true
+	}
+
+	if s, ok := d.BinaryLogsQuery(); ok {
+		switch {
+		case !semiSyncKnown || snap.SemiSync.Starved():
+			snap.Warnings = append(snap.Warnings, "purged position unknown: not read while commits may wait for a semi-sync acknowledgement (listing the binary logs would wait with them)")
+		default:
+			if err := readPurgedPos(ctx, q, d, s, &snap.GTID); err != nil {
+				snap.Warnings = append(snap.Warnings, "purged position unknown: "+sanitize(err, opts.Secrets).Error())
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		return fail("observe", ctx.Err())

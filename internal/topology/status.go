@@ -261,6 +261,16 @@ type SemiSyncState struct {
 	NoTx, YesTx int64
 }
 
+// Starved reports whether commits wait, or would wait, for an acknowledgement no replica is
+// there to give: the source side is active with fewer semi-sync replicas connected than it waits
+// for, or sessions are waiting right now. A starved server's commit leader holds the binlog lock.
+func (s SemiSyncState) Starved() bool {
+	if !s.SourceActive {
+		return false
+	}
+	return s.WaitSessions > 0 || s.SourceClients < max(s.WaitForReplicas, 1)
+}
+
 // ParseSemiSync reads SHOW GLOBAL VARIABLES/STATUS LIKE 'rpl_semi_sync%'
 // rows (Variable_name → Value). MySQL 8.0.26 renamed master/slave to
 // source/replica in these names; the names are folded to one spelling here

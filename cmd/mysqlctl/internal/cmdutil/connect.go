@@ -60,7 +60,7 @@ func (f *Factory) PooledConnector(name string) (orchestrate.Connector, func(), e
 }
 
 func podTarget(pod *corev1.Pod) topology.Target {
-	return topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: orchestrate.MySQLPort}
+	return topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: orchestrate.PodPort(pod)}
 }
 
 // dialer resolves a --dialer name.
