@@ -159,6 +159,9 @@ type watcher struct {
 	// an informer saw a change); minGap keeps woken checks apart.
 	wake   chan struct{}
 	minGap time.Duration
+	// repairWake makes the repairer look at once too (a replica that restarted is re-joined
+	// as soon as its pod is Ready, not at the next round); looks stay repairMinGap apart.
+	repairWake chan struct{}
 	// sentinel is the primary incarnation (pod UID and address) watched by a sentinel session.
 	sentinel      string
 	sentinelAlive atomic.Bool
@@ -227,7 +230,7 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 			opSeen := opLease.stop()
 			if err == nil {
 				standby = ""
-				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), opSeen: opSeen,
+				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), repairWake: make(chan struct{}, 1), opSeen: opSeen,
 					sup: lease, supEpoch: lease.Epoch, unwritten: map[string]answerOf{}}
 				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
 				s.register(key, w)
@@ -381,9 +384,11 @@ func (w *watcher) report(t Transition) { w.s.report(w.key, t) }
 
 // poke makes the next check start at once.
 func (w *watcher) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{w.wake, w.repairWake} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -19,6 +19,9 @@ import (
 // not replicate from the primary (or carries the wrong role label) to re-join or quarantine.
 const repairEvery = 3 * time.Second
 
+// repairMinGap keeps looks that a change woke (a pod Ready again) apart.
+const repairMinGap = 500 * time.Millisecond
+
 // secondWritableTimeout bounds the look at each non-primary instance: one that does not answer
 // in that time cannot take writes through it either, and is looked at again next round.
 const secondWritableTimeout = 500 * time.Millisecond
@@ -46,6 +49,7 @@ func (w *watcher) repairLoop(ctx, actx context.Context, turned <-chan struct{}) 
 		if ctx.Err() != nil {
 			return
 		}
+		looked := time.Now()
 		if err := w.repairOnce(actx); err != nil && ctx.Err() == nil {
 			w.report(Transition{Action: "repair", Reason: err.Error()})
 		}
@@ -53,6 +57,10 @@ func (w *watcher) repairLoop(ctx, actx context.Context, turned <-chan struct{}) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.repairWake:
+			if sleepCtx(ctx, repairMinGap-time.Since(looked)) != nil {
+				return
+			}
 		}
 	}
 }

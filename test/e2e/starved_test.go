@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// TestWatchStarvedPrimaryRecovers is the attack on a primary starved of acknowledgements: every
+// replica of a cluster is killed at once under concurrent writers, so every commit waits for an
+// acknowledgement no replica is there to give (the semi-sync timeout is a day). The replicas
+// restart in seconds with replication stopped (skip_slave_start); with `watch` running and no
+// command typed, writes must resume and nothing acknowledged may be lost. Before the fix the
+// supervisor's check blocked behind the waiting commits (SHOW BINARY LOGS), the HA state stayed
+// Suspected, the repairer (which ran only while Healthy) never re-joined the replicas, and the
+// writes never resumed.
+func TestWatchStarvedPrimaryRecovers(t *testing.T) {
+	viaPortForward(t) // as from a workstation: through the API server and the node
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		writers  int
+	}{
+		{"sv", 3, 8},  // both replicas of a 3-instance cluster, under 8 writers
+		{"sv2", 2, 4}, // the one replica of a 2-instance cluster
+	} {
+		t.Run(fmt.Sprintf("%d-instances", tc.replicas), func(t *testing.T) {
+			starvedRound(t, tc.name, tc.replicas, tc.writers)
+		})
+	}
+}
+
+func starvedRound(t *testing.T, name string, replicas, writers int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	sc := startStarved(t, ctx, name, replicas)
+	defer deleteCluster(t, name)
+	ready, resumed, acked := sc.starve(t, ctx, writers, 0)
+	t.Logf("%d-instance cluster, %d writers: replicas %v killed; Ready again %s after; every writer acknowledged again %s after that; %d acknowledged writes, every one on the primary %s",
+		replicas, writers, sc.victims, ready.Round(time.Millisecond), resumed.Round(time.Millisecond), acked, sc.primary)
+	if c := getCluster(t, ctx, name); c.Status.CurrentPrimary != sc.primary {
+		t.Errorf("the primary moved from %s to %s: a starved primary is alive, not failed", sc.primary, c.Status.CurrentPrimary)
+	}
+}
+
+// starvedCluster is a cluster supervised by `watch`, whose replicas starve runs kill.
+type starvedCluster struct {
+	name, root, primary string
+	victims             []string
+	watch               *watchProc
+}
+
+func startStarved(t *testing.T, ctx context.Context, name string, replicas int) *starvedCluster {
+	sc := &starvedCluster{name: name, root: appCluster(t, ctx, name, replicas)}
+	sc.watch = startWatch(t, nil, name)
+	sc.watch.supervising(t, ctx)
+	sc.primary = getCluster(t, ctx, name).Status.CurrentPrimary
+	var pods []string
+	for i := range replicas {
+		pods = append(pods, fmt.Sprintf("%s-%d", name, i))
+	}
+	sc.victims = replicasOf(pods, sc.primary)
+	return sc
+}
+
+// starve kills every replica at once under the writers (their ids start at round's own range)
+// and waits, with no command, until every writer is acknowledged again. It returns the time from
+// the kill until the replicas were Ready again, from then until every writer was acknowledged
+// again, and the acknowledged writes, after checking that the primary holds every one and that
+// the replicas replicate again.
+func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, round int) (ready, resumed time.Duration, total int) {
+	var ws []*writer
+	var stops []func()
+	for i := range writers {
+		wr, stop := startWriterAt(ctx, sc.name, 1+round*10_000_000+i*1_000_000)
+		ws, stops = append(ws, wr), append(stops, stop)
+	}
+	stopAll := sync.OnceFunc(func() {
+		for _, s := range stops {
+			s()
+		}
+	})
+	defer stopAll()
+	eventually(t, ctx, "every writer acknowledged", func() error {
+		for i, wr := range ws {
+			if _, ok := wr.firstAckAfter(time.Time{}); !ok {
+				return fmt.Errorf("writer %d not yet", i)
+			}
+		}
+		return nil
+	})
+	restarts := map[string]int32{}
+	for _, v := range sc.victims {
+		restarts[v] = restartCount(t, ctx, v)
+	}
+	killed := time.Now()
+	for _, v := range sc.victims {
+		if err := r.Inject(rig.Kill, "default", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := sc.restarted(t, ctx, restarts)
+	// No command: watch alone must bring the writes back.
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	eventually(t, wctx, "writes acknowledged again after the replicas returned", func() error {
+		for i, wr := range ws {
+			if _, ok := wr.firstAckAfter(back); !ok {
+				n, last := wr.failures()
+				return fmt.Errorf("writer %d: none yet (%d failed attempts, last: %s)\n%s", i, n, last, sc.watch.output())
+			}
+		}
+		return nil
+	})
+	var all time.Time
+	for _, wr := range ws {
+		a, _ := wr.firstAckAfter(back)
+		all = maxTime(all, a)
+	}
+	stopAll()
+	pdb := db(t, mustPodAddr(t, ctx, sc.primary), sc.root)
+	for _, wr := range ws {
+		wr.mu.Lock()
+		acked := slices.Clone(wr.acked)
+		wr.mu.Unlock()
+		total += len(acked)
+		holdsAckedFrom(t, ctx, sc.primary, pdb, acked)
+	}
+	for _, v := range sc.victims {
+		replicatesFrom(t, ctx, v, sc.primary, db(t, mustPodAddr(t, ctx, v), sc.root))
+	}
+	return back.Sub(killed), all.Sub(back), total
+}
+
+// restarted waits until every victim is Ready again on a new container, and returns when.
+func (sc *starvedCluster) restarted(t *testing.T, ctx context.Context, restarts map[string]int32) time.Time {
+	var back time.Time
+	eventually(t, ctx, "the killed replicas restarted and Ready", func() error {
+		for _, v := range sc.victims {
+			p, err := r.Client.CoreV1().Pods("default").Get(ctx, v, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount <= restarts[v] || !podReady(p) {
+				return fmt.Errorf("%s not back yet", v)
+			}
+		}
+		back = time.Now()
+		return nil
+	})
+	return back
+}
+
+// holdsAckedFrom checks that the server holds every acknowledged id of one writer (checked id
+// by id: the ids of one writer are a range, with gaps where an attempt was not acknowledged).
+func holdsAckedFrom(t *testing.T, ctx context.Context, pod string, d *sql.DB, acked []int) {
+	t.Helper()
+	if len(acked) == 0 {
+		return
+	}
+	rows, err := d.QueryContext(ctx, "SELECT id FROM app.w WHERE id BETWEEN ? AND ?", acked[0], acked[len(acked)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	have := map[int]bool{}
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		have[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var lost []int
+	for _, id := range acked {
+		if !have[id] {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%s lacks %d of %d acknowledged writes (first: %v)", pod, len(lost), len(acked), lost[:min(len(lost), 5)])
+	}
+}
+
+func restartCount(t *testing.T, ctx context.Context, pod string) int32 {
+	t.Helper()
+	p, err := r.Client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.ContainerStatuses) == 0 {
+		return 0
+	}
+	return p.Status.ContainerStatuses[0].RestartCount
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// BenchmarkStarvedPrimary measures, over starvedRounds rounds on one cluster each, how long after
+// its replicas are Ready again a starved primary acknowledges every writer again (goal: within 2
+// s), with `watch` supervising and no command: both replicas of a 3-instance cluster under 8
+// writers, and the one replica of a 2-instance cluster under 4.
+func BenchmarkStarvedPrimary(b *testing.B) {
+	const starvedRounds = 10
+	for _, tc := range []struct {
+		name              string
+		replicas, writers int
+	}{{"bsv", 3, 8}, {"bsv2", 2, 4}} {
+		b.Run(fmt.Sprintf("%d-instances", tc.replicas), func(b *testing.B) {
+			t := &testing.T{}
+			ctx := context.Background()
+			for i := 0; i < b.N; i++ {
+				sc := startStarved(t, ctx, tc.name, tc.replicas)
+				var readies, resumes []time.Duration
+				total := 0
+				for round := range starvedRounds {
+					ready, resumed, acked := sc.starve(t, ctx, tc.writers, round)
+					readies, resumes, total = append(readies, ready), append(resumes, resumed), total+acked
+				}
+				_ = sc.watch.cmd.Process.Kill()
+				<-sc.watch.done
+				deleteCluster(t, tc.name)
+				if t.Failed() {
+					b.Fatalf("a round failed")
+				}
+				b.ReportMetric(float64(percentile(resumes, 0.5).Milliseconds()), "p50-resume-after-ready-ms")
+				b.ReportMetric(float64(percentile(resumes, 0.95).Milliseconds()), "p95-resume-after-ready-ms")
+				b.ReportMetric(float64(percentile(readies, 0.5).Milliseconds()), "p50-replicas-ready-ms")
+				b.ReportMetric(float64(total), "acked-writes-checked")
+				b.Logf("resume after Ready: %v; replicas Ready after the kill: %v", resumes, readies)
+			}
+		})
+	}
+}
