@@ -19,10 +19,10 @@ import (
 
 // appCluster creates a cluster with an application account (no READ ONLY ADMIN: read_only
 // stops it, as it stops every real application account) and its table.
-func appCluster(t *testing.T, ctx context.Context, name string, replicas int) string {
+func appCluster(t *testing.T, ctx context.Context, name string, replicas int, createArgs ...string) string {
 	t.Helper()
 	began := time.Now()
-	res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", fmt.Sprint(replicas), "--storage-size", "128Mi", "--wait", "--timeout", "4m")
+	res := mysqlctl(t, append([]string{"create", name, "--image", "mariadb:10.11", "--replicas", fmt.Sprint(replicas), "--storage-size", "128Mi", "--wait", "--timeout", "4m"}, createArgs...)...)
 	if res.code != 0 {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
@@ -28,24 +29,30 @@ func TestWatchStarvedPrimaryRecovers(t *testing.T) {
 		name     string
 		replicas int
 		writers  int
+		create   []string
 	}{
-		{"sv", 3, 8},  // both replicas of a 3-instance cluster, under 8 writers
-		{"sv2", 2, 4}, // the one replica of a 2-instance cluster
+		// Both replicas of a 3-instance cluster, under 8 writers whose timed-out commits stay on
+		// the server waiting and fill its connection slots (max_connections 20).
+		{"sv", 3, 8, []string{"--mysql-config", "max_connections=20"}},
+		{"sv2", 2, 4, nil}, // the one replica of a 2-instance cluster
 	} {
 		t.Run(fmt.Sprintf("%d-instances", tc.replicas), func(t *testing.T) {
-			starvedRound(t, tc.name, tc.replicas, tc.writers)
+			starvedRound(t, tc.name, tc.replicas, tc.writers, tc.create...)
 		})
 	}
 }
 
-func starvedRound(t *testing.T, name string, replicas, writers int) {
+func starvedRound(t *testing.T, name string, replicas, writers int, createArgs ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	sc := startStarved(t, ctx, name, replicas)
+	sc := startStarved(t, ctx, name, replicas, createArgs...)
 	defer deleteCluster(t, name)
-	ready, resumed, acked := sc.starve(t, ctx, writers, 0)
-	t.Logf("%d-instance cluster, %d writers: replicas %v killed; Ready again %s after; every writer acknowledged again %s after that; %d acknowledged writes, every one on the primary %s",
-		replicas, writers, sc.victims, ready.Round(time.Millisecond), resumed.Round(time.Millisecond), acked, sc.primary)
+	ready, resumed, acked, tooMany := sc.starve(t, ctx, writers, 0)
+	if len(createArgs) > 0 && tooMany == 0 {
+		t.Errorf("no writer was refused with Too many connections: the waiting sessions did not fill the server's slots (the fault did not happen)")
+	}
+	t.Logf("%d-instance cluster, %d writers: replicas %v killed; Ready again %s after; every writer acknowledged again %s after that; %d acknowledged writes, every one on the primary %s; %d attempts refused with Too many connections",
+		replicas, writers, sc.victims, ready.Round(time.Millisecond), resumed.Round(time.Millisecond), acked, sc.primary, tooMany)
 	if c := getCluster(t, ctx, name); c.Status.CurrentPrimary != sc.primary {
 		t.Errorf("the primary moved from %s to %s: a starved primary is alive, not failed", sc.primary, c.Status.CurrentPrimary)
 	}
@@ -58,8 +65,8 @@ type starvedCluster struct {
 	watch               *watchProc
 }
 
-func startStarved(t *testing.T, ctx context.Context, name string, replicas int) *starvedCluster {
-	sc := &starvedCluster{name: name, root: appCluster(t, ctx, name, replicas)}
+func startStarved(t *testing.T, ctx context.Context, name string, replicas int, createArgs ...string) *starvedCluster {
+	sc := &starvedCluster{name: name, root: appCluster(t, ctx, name, replicas, createArgs...)}
 	sc.watch = startWatch(t, nil, name)
 	sc.watch.supervising(t, ctx)
 	sc.primary = getCluster(t, ctx, name).Status.CurrentPrimary
@@ -76,7 +83,7 @@ func startStarved(t *testing.T, ctx context.Context, name string, replicas int) 
 // the kill until the replicas were Ready again, from then until every writer was acknowledged
 // again, and the acknowledged writes, after checking that the primary holds every one and that
 // the replicas replicate again.
-func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, round int) (ready, resumed time.Duration, total int) {
+func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, round int) (ready, resumed time.Duration, total, tooMany int) {
 	var ws []*writer
 	var stops []func()
 	for i := range writers {
@@ -92,7 +99,8 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 	eventually(t, ctx, "every writer acknowledged", func() error {
 		for i, wr := range ws {
 			if _, ok := wr.firstAckAfter(time.Time{}); !ok {
-				return fmt.Errorf("writer %d not yet", i)
+				n, last := wr.failures()
+				return fmt.Errorf("writer %d not yet (%d failed attempts, last: %s)", i, n, last)
 			}
 		}
 		return nil
@@ -131,13 +139,18 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 		wr.mu.Lock()
 		acked := slices.Clone(wr.acked)
 		wr.mu.Unlock()
-		total += len(acked)
+		total, tooMany = total+len(acked), tooMany+wr.tooMany
 		holdsAckedFrom(t, ctx, sc.primary, pdb, acked)
 	}
 	for _, v := range sc.victims {
-		replicatesFrom(t, ctx, v, sc.primary, db(t, mustPodAddr(t, ctx, v), sc.root))
+		d := db(t, mustPodAddr(t, ctx, v), sc.root)
+		replicatesFrom(t, ctx, v, sc.primary, d)
+		// Replication reaches the primary on its admin port, which the waiting sessions cannot fill.
+		if s, err := slaveStatus(ctx, d); err != nil || s["Master_Port"] != fmt.Sprint(orchestrate.AdminPort) {
+			t.Errorf("%s replicates from port %q (%v), want the admin port %d", v, s["Master_Port"], err, orchestrate.AdminPort)
+		}
 	}
-	return back.Sub(killed), all.Sub(back), total
+	return back.Sub(killed), all.Sub(back), total, tooMany
 }
 
 // restarted waits until every victim is Ready again on a new container, and returns when.
@@ -215,22 +228,24 @@ func maxTime(a, b time.Time) time.Time {
 // BenchmarkStarvedPrimary measures, over starvedRounds rounds on one cluster each, how long after
 // its replicas are Ready again a starved primary acknowledges every writer again (goal: within 2
 // s), with `watch` supervising and no command: both replicas of a 3-instance cluster under 8
-// writers, and the one replica of a 2-instance cluster under 4.
+// writers (max_connections 20, which their waiting sessions fill), and the one replica of a
+// 2-instance cluster under 4.
 func BenchmarkStarvedPrimary(b *testing.B) {
 	const starvedRounds = 10
 	for _, tc := range []struct {
 		name              string
 		replicas, writers int
-	}{{"bsv", 3, 8}, {"bsv2", 2, 4}} {
+		create            []string
+	}{{"bsv", 3, 8, []string{"--mysql-config", "max_connections=20"}}, {"bsv2", 2, 4, nil}} {
 		b.Run(fmt.Sprintf("%d-instances", tc.replicas), func(b *testing.B) {
 			t := &testing.T{}
 			ctx := context.Background()
 			for i := 0; i < b.N; i++ {
-				sc := startStarved(t, ctx, tc.name, tc.replicas)
+				sc := startStarved(t, ctx, tc.name, tc.replicas, tc.create...)
 				var readies, resumes []time.Duration
 				total := 0
 				for round := range starvedRounds {
-					ready, resumed, acked := sc.starve(t, ctx, tc.writers, round)
+					ready, resumed, acked, _ := sc.starve(t, ctx, tc.writers, round)
 					readies, resumes, total = append(readies, ready), append(resumes, resumed), total+acked
 				}
 				_ = sc.watch.cmd.Process.Kill()

@@ -39,6 +39,8 @@ type writer struct {
 	errors   int
 	// lastErr is the last failed attempt's error.
 	lastErr string
+	// tooMany counts the attempts refused with "Too many connections" (1040).
+	tooMany int
 }
 
 func (w *writer) run(ctx context.Context, service, password string) {
@@ -73,6 +75,9 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			w.mu.Lock()
 			w.errors++
 			w.lastErr = err.Error()
+			if strings.Contains(w.lastErr, "1040") {
+				w.tooMany++
+			}
 			w.mu.Unlock()
 			_ = conn.Close()
 			conn = nil
