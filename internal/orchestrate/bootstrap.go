@@ -813,7 +813,7 @@ func (r *Runner) recordObservation(ctx context.Context, c *v1.MysqlCluster, pod 
 	}
 	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 	_ = in.Close()
-	change := observedChange(c, pod.Name, s, seen, judge)
+	change := joinChanges(observedChange(c, pod.Name, s, seen, judge), weakenedProtection(c, pod.Name, s))
 	if change == nil {
 		return nil
 	}
@@ -821,6 +821,89 @@ func (r *Runner) recordObservation(ctx context.Context, c *v1.MysqlCluster, pod 
 		return err
 	}
 	return UpdateStatus(ctx, r.Kube, c, change)
+}
+
+// weakenedProtection is what an observation s of the primary changes in the recorded proof that
+// its commits wait for acknowledgements, when the server now protects less than recorded (a
+// person lowered rpl_semi_sync_master_timeout, turned semi-sync off, or the source fell back to
+// asynchronous): the record is weakened at once, so that a later failover's receiver-fence
+// deadline (lastSeen plus the timeout) is never longer than what the server does. A stronger
+// observation is observedChange's business (it needs every replica proven). nil when nothing.
+func weakenedProtection(c *v1.MysqlCluster, primary string, s topology.Snapshot) func(*v1.MysqlClusterStatus) error {
+	if !s.Complete() || s.ReadOnly || semiSyncUnread(s) {
+		return nil // nothing learnt
+	}
+	var rec *v1.InstanceStatus
+	for i := range c.Status.Instances {
+		if c.Status.Instances[i].Name == primary {
+			rec = &c.Status.Instances[i]
+		}
+	}
+	if rec == nil || !rec.SemiSyncSource {
+		return nil
+	}
+	protects := fencesByReceivers(s)
+	timeout := s.SemiSync.TimeoutMillis / 1000
+	if protects && (rec.SemiSyncTimeoutSeconds == 0 || timeout >= rec.SemiSyncTimeoutSeconds) {
+		return nil
+	}
+	return func(st *v1.MysqlClusterStatus) error {
+		for i := range st.Instances {
+			if st.Instances[i].Name != primary {
+				continue
+			}
+			if !protects {
+				st.Instances[i].SemiSyncSource = false
+			}
+			if cur := st.Instances[i].SemiSyncTimeoutSeconds; cur == 0 || timeout < cur {
+				st.Instances[i].SemiSyncTimeoutSeconds = max(timeout, 1)
+			}
+		}
+		return nil
+	}
+}
+
+// semiSyncUnread reports whether the snapshot could not read the semi-sync state.
+func semiSyncUnread(s topology.Snapshot) bool {
+	for _, w := range s.Warnings {
+		if strings.HasPrefix(w, "semi-sync state un") {
+			return true
+		}
+	}
+	return false
+}
+
+// recordWeakened writes weakenedProtection's change for an observation of the primary, if any.
+func (r *Runner) recordWeakened(ctx context.Context, c *v1.MysqlCluster, primary string, s topology.Snapshot) error {
+	change := weakenedProtection(c, primary, s)
+	if change == nil {
+		return nil
+	}
+	if _, err := r.guard("record the weakened semi-sync protection of " + primary); err != nil {
+		return err
+	}
+	return UpdateStatus(ctx, r.Kube, c, change)
+}
+
+// joinChanges applies each non-nil change in turn; nil when there is none.
+func joinChanges(changes ...func(*v1.MysqlClusterStatus) error) func(*v1.MysqlClusterStatus) error {
+	var fs []func(*v1.MysqlClusterStatus) error
+	for _, f := range changes {
+		if f != nil {
+			fs = append(fs, f)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(st *v1.MysqlClusterStatus) error {
+		for _, f := range fs {
+			if err := f(st); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // observedChange is what an observation s of the primary, made by an actor that found every

@@ -373,6 +373,13 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 // is returned with the refusal: it proves nothing about the primary, and callers count it as no
 // check at all.
 func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check, refused *topology.ConfigError) {
+	ch, _, refused = r.checkPrimarySnapshot(ctx, v, creds, timeout)
+	return ch, refused
+}
+
+// checkPrimarySnapshot is checkPrimary that also returns what the check observed (complete only
+// for a check that reached the primary).
+func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check, s topology.Snapshot, refused *topology.ConfigError) {
 	ch = failover.Check{PodUID: v.oldPodUID}
 	defer func() { ch.At = r.now() }()
 	p, ok := v.pods[v.old]
@@ -386,7 +393,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	}
 	if !ok || p.Status.PodIP == "" {
 		ch.Detail = "no pod address"
-		return ch, nil
+		return ch, s, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -394,10 +401,10 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 	if err != nil {
 		ch.Detail = err.Error()
 		ch.Refused = topology.KindOf(err) == topology.ErrorRefused
-		return ch, topology.AsConfigError(err)
+		return ch, s, topology.AsConfigError(err)
 	}
 	defer func() { _ = in.Close() }()
-	s := in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
+	s = in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
 	if !s.Complete() {
 		// An answer that could not be read whole proves nothing about writability: the check
 		// fails, and the replicas' view decides.
@@ -406,7 +413,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 			ch.Refused = s.Err.Kind == topology.ErrorRefused
 			refused = s.Err.Config
 		}
-		return ch, refused
+		return ch, s, refused
 	}
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
@@ -415,7 +422,7 @@ func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credent
 			ch.Uptime, ch.UptimeKnown = up, true
 		}
 	}
-	return ch, nil
+	return ch, s, nil
 }
 
 // knownHistory is the errant check's reference: every instance that has been primary, and the

@@ -526,7 +526,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 	}
 	checkStart := time.Now()
-	ch, refused := obs.checkPrimary(ctx, v, creds, max(interval/2, 100*time.Millisecond))
+	ch, snap, refused := obs.checkPrimarySnapshot(ctx, v, creds, max(interval/2, 100*time.Millisecond))
 	if refused != nil {
 		return interval, w.cannotCheck(ctx, c, ch, refused)
 	}
@@ -556,6 +556,12 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		// The receiver fence's deadline counts from the last observation of the primary.
 		refresh := w.s.Runner
 		refresh.Lease = nil
+		// A primary that now protects less than recorded (a person lowered the semi-sync
+		// timeout or turned it off) is recorded so at once: a failover's receiver-fence
+		// deadline must never outlast what the server does.
+		if err := refresh.recordWeakened(ctx, c, primary, snap); err != nil {
+			w.report(Transition{Action: "record", Primary: primary, Reason: "recording the weakened semi-sync protection: " + err.Error()})
+		}
 		// Every minute: a supervisor started later (or this one, after it re-took its Lease)
 		// learns from it when the primary was last writable.
 		_ = refresh.refreshPrimarySeen(ctx, c, p, creds, time.Minute)

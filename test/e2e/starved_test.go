@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
@@ -262,4 +263,50 @@ func BenchmarkStarvedPrimary(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestWatchRecordsWeakenedSemiSync: a person lowers the primary's semi-sync timeout and then
+// turns the source side off; `watch` records each at once (within a few checks), so that a later
+// failover's receiver-fence deadline is never longer than what the server does. Before, only
+// stronger observations were recorded and the 24 h deadline stood for hours.
+func TestWatchRecordsWeakenedSemiSync(t *testing.T) {
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "ws", 2)
+	defer deleteCluster(t, "ws")
+	w := startWatch(t, nil, "ws")
+	w.supervising(t, ctx)
+	primary := getCluster(t, ctx, "ws").Status.CurrentPrimary
+	record := func() v1.InstanceStatus {
+		for _, i := range getCluster(t, ctx, "ws").Status.Instances {
+			if i.Name == primary {
+				return i
+			}
+		}
+		t.Fatalf("no instance record of %s", primary)
+		return v1.InstanceStatus{}
+	}
+	if rec := record(); !rec.SemiSyncSource || rec.SemiSyncTimeoutSeconds != 86400 {
+		t.Fatalf("before: recorded source %v timeout %d, want true 86400", rec.SemiSyncSource, rec.SemiSyncTimeoutSeconds)
+	}
+	pd := db(t, mustPodAddr(t, ctx, primary), root)
+	elevated(t, ctx, pd, "SET GLOBAL rpl_semi_sync_master_timeout = 3600000")
+	changed := time.Now()
+	eventually(t, ctx, "the lowered timeout recorded", func() error {
+		if rec := record(); rec.SemiSyncTimeoutSeconds != 3600 || !rec.SemiSyncSource {
+			return fmt.Errorf("recorded source %v timeout %d", rec.SemiSyncSource, rec.SemiSyncTimeoutSeconds)
+		}
+		return nil
+	})
+	t.Logf("timeout lowered to 1h: recorded %s later", time.Since(changed).Round(time.Millisecond))
+	elevated(t, ctx, pd, "SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+	changed = time.Now()
+	eventually(t, ctx, "semi-sync off recorded", func() error {
+		if rec := record(); rec.SemiSyncSource {
+			return fmt.Errorf("still recorded as a semi-sync source (timeout %d)", rec.SemiSyncTimeoutSeconds)
+		}
+		return nil
+	})
+	t.Logf("semi-sync off: recorded %s later", time.Since(changed).Round(time.Millisecond))
 }
