@@ -95,6 +95,9 @@ type Connector func(ctx context.Context, pod *corev1.Pod, creds topology.Credent
 type Runner struct {
 	// Kube is the Kubernetes client.
 	Kube client.Client
+	// supervisorGuard, when set, proves a supervisor's own Lease before each of its writes
+	// (see watcher.supGuard); the supervisor's observation refreshes run with it.
+	supervisorGuard func(what string) error
 	// Connect reaches a pod's server (direct, port-forward or static dialer).
 	Connect Connector
 	// Now is the clock.
@@ -164,6 +167,11 @@ var _ LeaseChecker = (*Lease)(nil)
 func (r *Runner) guard(what string) (time.Time, error) {
 	if r.BeforeMutation != nil {
 		r.BeforeMutation(r.stage, what)
+	}
+	if r.supervisorGuard != nil {
+		if err := r.supervisorGuard(what); err != nil {
+			return time.Time{}, err
+		}
 	}
 	if r.Lease == nil {
 		return time.Time{}, nil

@@ -382,6 +382,19 @@ func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, cr
 
 func (w *watcher) report(t Transition) { w.s.report(w.key, t) }
 
+// supGuard proves, right before a status write of the supervisor's own (the HA record, the
+// observations it refreshes), that this watcher still holds its supervisor Lease: a supervisor
+// paused past its Lease, which another took over, writes nothing when it wakes.
+func (w *watcher) supGuard(what string) error {
+	if w.sup == nil {
+		return nil
+	}
+	if err := w.sup.Check(); err != nil {
+		return fmt.Errorf("refusing to %s: %w", what, err)
+	}
+	return nil
+}
+
 // poke makes the next check start at once.
 func (w *watcher) poke() {
 	for _, ch := range []chan struct{}{w.wake, w.repairWake} {
@@ -554,8 +567,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	} else if p := v.pods[primary]; p != nil {
 		w.watchSentinel(ctx, w.s.Runner, p, creds)
 		// The receiver fence's deadline counts from the last observation of the primary.
+		// Its writes prove this supervisor's Lease, as the HA writes do (supGuard).
 		refresh := w.s.Runner
-		refresh.Lease = nil
+		refresh.Lease, refresh.supervisorGuard = nil, w.supGuard
 		// A primary that now protects less than recorded (a person lowered the semi-sync
 		// timeout or turned it off) is recorded so at once: a failover's receiver-fence
 		// deadline must never outlast what the server does.
@@ -651,6 +665,9 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	evidence := append([]string{a.Reason}, j.Evidence...)
 	// Written from the cluster as this check read it, with no read first (updateStatusFrom).
 	err := updateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if err := w.supGuard("record the HA state " + a.State); err != nil {
+			return err
+		}
 		// An operation owns status.ha, except a converge: it never touches the primary's
 		// health, and the checks go on beside it (a person must see a primary that dies then).
 		if s.Operation != nil && s.Operation.Type != OperationConverge {
@@ -851,6 +868,9 @@ func (w *watcher) markWaiting(ctx context.Context, c *v1.MysqlCluster) error {
 	}
 	now := metav1.NewTime(w.s.Runner.now())
 	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if err := w.supGuard("record the wait for the Lease"); err != nil {
+			return err
+		}
 		if s.Operation != nil && s.Operation.Type != OperationConverge || s.HA == nil || s.HA.State != v1.HAFailoverRequired {
 			return errLostRace
 		}
@@ -873,6 +893,9 @@ func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Ti
 	}
 	msg := fmt.Sprintf("%s; no automatic failover for %s: run 'mysqlctl failover %s' once a person has looked", why, hold, c.Name)
 	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if err := w.supGuard("withhold automatic failover"); err != nil {
+			return err
+		}
 		if s.Operation != nil {
 			return errLostRace
 		}
