@@ -732,6 +732,9 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		}
 		in, err := r.connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
 		if err != nil {
+			if recordedAbsent(c, p.Name) && topology.AsConfigError(err) == nil {
+				continue // recorded absent and still silent: a converge would leave it out too
+			}
 			return false, err
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
@@ -739,6 +742,9 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		if s.Err != nil && s.Err.Config != nil {
 			// Not "not converged": a converge would be refused the same path, so none is begun.
 			return false, s.Err.Config
+		}
+		if !s.Complete() && recordedAbsent(c, p.Name) {
+			continue
 		}
 		if !s.Complete() || !replicatesFrom(s, primaryIP) {
 			return false, nil

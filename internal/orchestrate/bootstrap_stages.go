@@ -5,6 +5,7 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -296,6 +297,9 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		if op.Type == OperationConverge {
 			msg = "replicas re-joined: " + msg
 		}
+		if len(x.absent) > 0 {
+			msg += "; left out, not answering (recorded absent): " + strings.Join(recordAbsent(s, x.absent, op.ID, now.Time), ", ")
+		}
 		s.History = append([]v1.OperationRecord{{
 			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg,
 			DurationMilliseconds: now.Sub(opStart(op)).Milliseconds(),
@@ -329,4 +333,26 @@ func flavorMatches(c *v1.MysqlCluster, name string, s topology.Snapshot) error {
 		return fmt.Errorf("%w: spec.flavor is %s but %s reports %s: its configuration was rendered for the wrong server; set spec.flavor to match the image", outcome.ErrUnsafe, want, name, s.Flavor.VersionString)
 	}
 	return nil
+}
+
+// recordAbsent records the members a converge left out because they did not answer, keeping
+// what is recorded of those already absent (their bound above all: only the supervisor's
+// observation passes know one), and returns their names, sorted.
+func recordAbsent(s *v1.MysqlClusterStatus, absent map[string]string, opID string, now time.Time) []string {
+	names := make([]string, 0, len(absent))
+	for name := range absent {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if slices.ContainsFunc(s.AbsentInstances, func(a v1.AbsentInstance) bool { return a.Name == name }) {
+			continue
+		}
+		s.AbsentInstances = append(s.AbsentInstances, v1.AbsentInstance{
+			Name: name, Since: metav1.NewTime(now.Truncate(time.Second)),
+			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; no bound known yet (a supervisor's observation passes record one)",
+		})
+	}
+	sort.Slice(s.AbsentInstances, func(i, j int) bool { return s.AbsentInstances[i].Name < s.AbsentInstances[j].Name })
+	return names
 }

@@ -63,24 +63,9 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		return "", nil, err
 	}
 	if ev.PrimaryVerdict == string(failover.ReadOnly) {
-		in, err := ss.connect(old)
-		var fenced, method string
-		if err == nil {
-			fenced, method, err = fenceOverSQL(ctx, in, ss, old)
-		}
-		if err != nil {
-			// Only an old primary that stopped answering falls back to the receiver
-			// fence; any other failure is reported, never silently replaced.
-			if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout {
-				return "", nil, err
-			}
-		} else {
-			r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
-			return StageElecting, func(s *v1.MysqlClusterStatus) {
-				e := evidenceOf(s)
-				e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
-				e.FenceStartedAt = &fencedAt
-			}, nil
+		next, change, err := r.fenceAnswering(ctx, x, fencedAt, "")
+		if err != nil || next != "" {
+			return next, change, err
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
@@ -88,6 +73,20 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
 	// failover must not leave a live primary starved of acknowledgements.
 	blocked, deadline := receiverFenceBlockers(c, old, members, missing, x.now)
+	if len(blocked) > 0 && !forced && len(missing) > 0 && len(blocked) == 1 {
+		// Only members that do not answer keep the receiver fence from being proven. A killed
+		// primary restarts (read-only) within seconds, and one that answers is fenced over
+		// SQL, which needs no replica: it is looked at again, up to the stage's bound, before
+		// the fence is called Blocked.
+		next, change, err := r.fenceAnswering(ctx, x, fencedAt, blocked[0])
+		if err != nil || next != "" || !x.overdue {
+			if err == nil && next == "" {
+				err = notYet("%s: waiting up to %s for the old primary %s to answer, to fence it over SQL", blocked[0], fenceWaitBound, old)
+			}
+			return next, change, err
+		}
+		blocked[0] += fmt.Sprintf("; the old primary %s did not answer within %s to be fenced over SQL", old, fenceWaitBound)
+	}
 	if len(blocked) > 0 && !forced {
 		// As found: the (unreachable) primary goes back into its Service's selector.
 		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
@@ -122,12 +121,58 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	}, nil
 }
 
+// fenceWaitBound is how long Fencing waits for an old primary that does not answer when only
+// members that do not answer either keep the receiver fence from being proven.
+const fenceWaitBound = 30 * time.Second
+
+// fenceAnswering fences the old primary over SQL when it answers: the fence then needs no
+// replica. It returns no next stage, and no error, when the old primary does not answer (refused
+// or timed out): the caller falls back to, or waits before, the receiver fence. after names what
+// kept the receiver fence from being proven, when the fence over SQL comes after a wait.
+func (r *Runner) fenceAnswering(ctx context.Context, x *stageEnv, fencedAt metav1.Time, after string) (string, func(*v1.MysqlClusterStatus), error) {
+	c, old, ss := x.c, x.old, x.ss
+	if after != "" {
+		// Looked at afresh: the stage's sessions were opened while it was silent.
+		if p := x.v.pods[old]; p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			return "", nil, nil
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, refenceFenceTimeout)
+	defer cancel()
+	in, err := ss.connect(old)
+	var fenced, method string
+	if err == nil {
+		fenced, method, err = fenceOverSQL(cctx, in, ss, old)
+	}
+	if err != nil {
+		// Only an old primary that does not answer is waited for, or falls back to the
+		// receiver fence; any other failure is reported, never silently replaced.
+		if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout && after == "" {
+			return "", nil, err
+		}
+		return "", nil, nil
+	}
+	if after != "" {
+		method += "; it answered after its death was confirmed (it restarted), while " + after
+	}
+	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+	return StageElecting, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+		e.FenceStartedAt = &fencedAt
+		if after != "" {
+			// It answers: re-pointed by the failover like a primary found read-only.
+			e.PrimaryVerdict = string(failover.ReadOnly)
+		}
+	}, nil
+}
+
 func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, v, ss := x.c, x.op, x.ev, x.forced, x.v, x.ss
 	members, missing := v.members(c, ss)
 	d, err := failover.Elect(failover.ElectInput{
-		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), History: knownHistory(c), MaxLag: maxCandidateLag(c),
-		Requested: op.Target, Force: forced,
+		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), Absent: absences(c),
+		History: knownHistory(c), MaxLag: maxCandidateLag(c), Requested: op.Target, Force: forced,
 	})
 	if err != nil {
 		return "", nil, r.degrade(ctx, c, op, err.Error()+"; nothing was promoted", func(s *v1.MysqlClusterStatus) {
