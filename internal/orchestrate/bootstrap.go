@@ -732,10 +732,14 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		}
 		in, err := r.connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
 		if err != nil {
-			if recordedAbsent(c, p.Name) && topology.AsConfigError(err) == nil {
+			if ce := topology.AsConfigError(err); ce != nil {
+				return false, ce
+			}
+			if recordedAbsent(c, p.Name) {
 				continue // recorded absent and still silent: a converge would leave it out too
 			}
-			return false, err
+			// Silent: a converge leaves it out and records it absent.
+			return false, nil
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		_ = in.Close()

@@ -350,9 +350,12 @@ func recordAbsent(s *v1.MysqlClusterStatus, absent map[string]string, opID strin
 		}
 		s.AbsentInstances = append(s.AbsentInstances, v1.AbsentInstance{
 			Name: name, Since: metav1.NewTime(now.Truncate(time.Second)),
-			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; no bound known yet (a supervisor's observation passes record one)",
+			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; "+noBoundYet,
 		})
 	}
 	sort.Slice(s.AbsentInstances, func(i, j int) bool { return s.AbsentInstances[i].Name < s.AbsentInstances[j].Name })
 	return names
 }
+
+// noBoundYet ends the reason of an absence recorded without a bound.
+const noBoundYet = "no bound known yet (a supervisor's observation passes record one)"

@@ -346,7 +346,7 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old || x.overdue {
+			if name == old || x.overdue || recordedAbsent(c, name) {
 				continue // Verifying names it; reconcile repairs it when it answers
 			}
 			return "", nil, err
@@ -403,7 +403,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old || x.overdue {
+			if name == old || x.overdue || recordedAbsent(c, name) {
 				down = append(down, name)
 				continue
 			}

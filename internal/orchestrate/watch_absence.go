@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -152,7 +153,9 @@ func absentRecord(c *v1.MysqlCluster, name string, t failover.Tracked) v1.Absent
 	for _, r := range c.Status.AbsentInstances {
 		if r.Name == name {
 			a.Since, a.Reason = r.Since, r.Reason
-			if r.Bound != t.Bound && t.Bound != "" && r.Bound == "" {
+			if t.Bound != "" && r.Bound == "" {
+				// A converge recorded it without a bound: this pass knows one.
+				a.Reason, _, _ = strings.Cut(r.Reason, "; "+noBoundYet)
 				a.Reason += "; bound: the primary's position read after it was last able to receive"
 			}
 		}

@@ -245,3 +245,38 @@ func failoverEvidenceNames(t *testing.T, ctx context.Context, cluster, absent st
 	}
 	t.Errorf("no election's Event says why the absent %s did not block it:\n%s", absent, strings.Join(texts, "\n"))
 }
+
+// TestReconcileLeavesOutLostMember: a replica's pod is lost for good (its object stays Running
+// and Ready) and a replica's replication is stopped; `reconcile` repairs what answers (the
+// stopped replica replicates again), leaves the lost one out, records it absent and succeeds:
+// a converge does not need every member to answer. A second reconcile writes nothing.
+func TestReconcileLeavesOutLostMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root := appCluster(t, ctx, "rl", 3)
+	defer deleteCluster(t, "rl")
+	loseForGood(t, ctx, "rl-2")
+	if _, err := db(t, mustPodAddr(t, ctx, "rl-1"), root).ExecContext(ctx, "STOP SLAVE"); err != nil {
+		t.Fatal(err)
+	}
+	res := mysqlctl(t, "reconcile", "rl", "--timeout", "2m")
+	if res.code != 0 {
+		t.Fatalf("reconcile with a lost member: exit %d\n%s", res.code, res.stderr)
+	}
+	c := getCluster(t, ctx, "rl")
+	if len(c.Status.AbsentInstances) != 1 || c.Status.AbsentInstances[0].Name != "rl-2" {
+		t.Fatalf("absent instances after the converge: %+v", c.Status.AbsentInstances)
+	}
+	t.Logf("recorded: %+v", c.Status.AbsentInstances[0])
+	if h := latestOf(c, orchestrate.OperationConverge); h == nil || h.Result != "Succeeded" || !strings.Contains(h.Message, "rl-2") {
+		t.Errorf("the converge's record does not name the member it left out: %+v", h)
+	}
+	replicatesFrom(t, ctx, "rl-1", "rl-0", db(t, mustPodAddr(t, ctx, "rl-1"), root))
+	rv := c.ResourceVersion
+	if res := mysqlctl(t, "reconcile", "rl"); res.code != 0 {
+		t.Fatalf("second reconcile: exit %d\n%s", res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "rl"); c.ResourceVersion != rv {
+		t.Errorf("a second reconcile with the lost member recorded absent wrote the status: %+v", c.Status.Operation)
+	}
+}
