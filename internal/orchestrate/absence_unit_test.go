@@ -64,3 +64,14 @@ func TestRecordAbsent(t *testing.T) {
 		t.Errorf("the reason does not name the converge: %q", s.AbsentInstances[0].Reason)
 	}
 }
+
+func TestAbsentPassed(t *testing.T) {
+	got := absentPassed([]string{
+		"db-1: safe, but less advanced or later in order",
+		"db-2: absent since 2026-01-01T00:00:00Z, cannot be observed; harmless: the candidate holds its recorded bound 0-1-7,1-2-3, so it holds nothing the candidate lacks",
+		"db-3: absent since 2026-01-01T00:00:00Z, cannot be observed; no bound recorded on what it received",
+	})
+	if strings.Join(got, "; ") != "db-2 (bound 0-1-7,1-2-3)" {
+		t.Errorf("absentPassed = %q", got)
+	}
+}

@@ -453,6 +453,9 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if len(down) > 0 {
 		msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"
 	}
+	if passed := absentPassed(ev.Rejected); len(passed) > 0 {
+		msg += "; absent, passed because " + ev.Candidate + " held the bound recorded on what each received: " + strings.Join(passed, ", ")
+	}
 	members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
 	instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
 	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(snaps)-1)
@@ -556,4 +559,21 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 		}
 	}
 	return stopped, nil
+}
+
+// absentPassed lists the absent members the election passed, each with its recorded bound, from
+// the election's rejections (see failover.Elect), for the failover's record.
+func absentPassed(rejected []string) []string {
+	var out []string
+	for _, r := range rejected {
+		name, rest, ok := strings.Cut(r, ": ")
+		if !ok {
+			continue
+		}
+		if _, bound, ok := strings.Cut(rest, "harmless: the candidate holds its recorded bound "); ok {
+			bound, _, _ = strings.Cut(bound, ", so it holds")
+			out = append(out, name+" (bound "+bound+")")
+		}
+	}
+	return out
 }

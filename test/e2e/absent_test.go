@@ -239,7 +239,13 @@ func failoverEvidenceNames(t *testing.T, ctx context.Context, cluster, absent st
 	t.Helper()
 	_, texts := eventReasons(t, ctx, cluster)
 	for _, e := range texts {
+		if strings.HasPrefix(e, "FenceVerified") {
+			t.Logf("%s", e)
+		}
+	}
+	for _, e := range texts {
 		if strings.Contains(e, "elected") && strings.Contains(e, absent+": absent") && strings.Contains(e, "bound") {
+			t.Logf("%s", e)
 			return
 		}
 	}
