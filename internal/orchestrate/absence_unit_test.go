@@ -39,7 +39,7 @@ func TestSighting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := sighting(c, tt.member, tt.s, tt.up, "", tt.b)
+			got := sighting(c, tt.member, tt.s, tt.up, "", tt.b, 0)
 			if got.Receiving != tt.receiving || got.Answered != tt.up || got.PrimaryPos != tt.b.pos {
 				t.Errorf("sighting = %+v, want receiving %v", got, tt.receiving)
 			}
@@ -52,7 +52,7 @@ func TestSighting(t *testing.T) {
 func TestRecordAbsent(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := &v1.MysqlClusterStatus{AbsentInstances: []v1.AbsentInstance{{Name: "db-2", Since: since, Bound: "0-1-7", Reason: "old"}}}
-	names := recordAbsent(s, map[string]string{"db-2": "refused", "db-1": "refused"}, "converge-1", since.Add(time.Hour))
+	names := recordAbsent(s, map[string]string{"db-2": "refused", "db-1": "refused"}, map[string]string{"db-2": "0-1-9"}, "converge-1", since.Add(time.Hour))
 	if strings.Join(names, ",") != "db-1,db-2" {
 		t.Errorf("names %v", names)
 	}

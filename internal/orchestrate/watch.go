@@ -198,6 +198,8 @@ type watcher struct {
 	unwritten map[string]answerOf
 	// absence is every member's tracking by the observation pass (see trackAbsence).
 	absence map[string]failover.Tracked
+	// serverIDs are the members' server_ids as the observation passes last saw them answer.
+	serverIDs map[string]uint32
 	// side writes the checks' Events and disruption budget updates off their path.
 	side *sidework
 }

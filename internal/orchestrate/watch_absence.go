@@ -64,14 +64,14 @@ func boundOf(s topology.Snapshot) string {
 	return s.GTID.Executed.String()
 }
 
-// sighting is what the pass saw of one member other than the primary.
-func sighting(c *v1.MysqlCluster, name string, s topology.Snapshot, up bool, detail string, b primaryBound) failover.Sighting {
+// sighting is what the pass saw of one member other than the primary. id is the member's
+// server_id as last known (0: unknown), for a member that does not answer.
+func sighting(c *v1.MysqlCluster, name string, s topology.Snapshot, up bool, detail string, b primaryBound, id uint32) failover.Sighting {
 	out := failover.Sighting{At: b.at, Answered: up, PrimaryPos: b.pos, Detail: detail}
-	id := uint32(0)
 	if up {
 		id = s.ServerID
 		out.Receiving = s.Replica != nil && s.Replica.IOThread != topology.ThreadStopped
-	} else if i := slices.IndexFunc(c.Status.Instances, func(i v1.InstanceStatus) bool { return i.Name == name }); i >= 0 {
+	} else if i := slices.IndexFunc(c.Status.Instances, func(i v1.InstanceStatus) bool { return i.Name == name }); i >= 0 && c.Status.Instances[i].ServerID != 0 {
 		id = uint32(c.Status.Instances[i].ServerID) // server_id is 32 bits
 	}
 	// Not listed by the primary is proof only when the list was read and the member's
@@ -84,7 +84,7 @@ func sighting(c *v1.MysqlCluster, name string, s topology.Snapshot, up bool, det
 // stopped answering, with their bounds, in status.absentInstances.
 func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps map[string]topology.Snapshot, details map[string]string, b primaryBound) {
 	if w.absence == nil {
-		w.absence = map[string]failover.Tracked{}
+		w.absence, w.serverIDs = map[string]failover.Tracked{}, map[string]uint32{}
 	}
 	var want []v1.AbsentInstance
 	for ord := range memberCount(c) {
@@ -98,7 +98,10 @@ func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps ma
 			prev = trackedFrom(c, name)
 		}
 		s, up := snaps[name]
-		t := failover.NextAbsence(prev, sighting(c, name, s, up, details[name], b))
+		if up {
+			w.serverIDs[name] = s.ServerID
+		}
+		t := failover.NextAbsence(prev, sighting(c, name, s, up, details[name], b, w.serverIDs[name]))
 		if !up && recordedAbsent(c, name) {
 			t.Misses = max(t.Misses, failover.AbsentAfter) // recorded by a converge that left it out
 		}

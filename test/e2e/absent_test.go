@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -253,24 +254,30 @@ func failoverEvidenceNames(t *testing.T, ctx context.Context, cluster, absent st
 }
 
 // TestReconcileLeavesOutLostMember: a replica's pod is lost for good (its object stays Running
-// and Ready) and a replica's replication is stopped; `reconcile` repairs what answers (the
-// stopped replica replicates again), leaves the lost one out, records it absent and succeeds:
-// a converge does not need every member to answer. A second reconcile writes nothing.
+// and Ready) and another replica's replication is stopped; `reconcile` repairs what answers (the
+// stopped replica replicates again), leaves the lost one out, records it absent with a bound (the
+// primary no longer lists it among its replicas) and succeeds: a converge does not need every
+// member to answer. A second reconcile writes nothing. Then the primary is killed and a person's
+// `failover`, with no --force and no watch, passes the absent member: every acknowledged write
+// is on the new primary.
 func TestReconcileLeavesOutLostMember(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	root := appCluster(t, ctx, "rl", 3)
 	defer deleteCluster(t, "rl")
+	wr, stopWriter := startWriter(ctx, "rl")
+	defer stopWriter()
 	loseForGood(t, ctx, "rl-2")
 	if _, err := db(t, mustPodAddr(t, ctx, "rl-1"), root).ExecContext(ctx, "STOP SLAVE"); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(time.Second) // the primary notices the lost replica's connection gone
 	res := mysqlctl(t, "reconcile", "rl", "--timeout", "2m")
 	if res.code != 0 {
 		t.Fatalf("reconcile with a lost member: exit %d\n%s", res.code, res.stderr)
 	}
 	c := getCluster(t, ctx, "rl")
-	if len(c.Status.AbsentInstances) != 1 || c.Status.AbsentInstances[0].Name != "rl-2" {
+	if len(c.Status.AbsentInstances) != 1 || c.Status.AbsentInstances[0].Name != "rl-2" || c.Status.AbsentInstances[0].Bound == "" {
 		t.Fatalf("absent instances after the converge: %+v", c.Status.AbsentInstances)
 	}
 	t.Logf("recorded: %+v", c.Status.AbsentInstances[0])
@@ -285,4 +292,25 @@ func TestReconcileLeavesOutLostMember(t *testing.T) {
 	if c := getCluster(t, ctx, "rl"); c.ResourceVersion != rv {
 		t.Errorf("a second reconcile with the lost member recorded absent wrote the status: %+v", c.Status.Operation)
 	}
+
+	killed := time.Now()
+	if err := r.Inject(rig.Kill, "default", "rl-0"); err != nil {
+		t.Fatal(err)
+	}
+	if res := mysqlctl(t, "failover", "rl", "--timeout", "2m"); res.code != 0 {
+		t.Fatalf("failover past the absent member: exit %d\n%s", res.code, res.stderr)
+	}
+	next := getCluster(t, ctx, "rl").Status.CurrentPrimary
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	eventually(t, wctx, "a write acknowledged by the new primary", func() error {
+		if _, ok := wr.firstAckAfter(killed); !ok {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	t.Logf("kill -9 of rl-0 to the first acknowledged write on %s (failover typed at once): %s", next, sinceAck(wr, killed))
+	stopWriter()
+	checkAcked(t, ctx, root, next, wr)
+	failoverEvidenceNames(t, ctx, "rl", "rl-2")
 }
