@@ -70,6 +70,10 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
 	members, missing := v.members(c, ss)
+	// A quarantined member had its replication stopped when it was quarantined (and replication
+	// does not start at boot): silent, it cannot acknowledge anything, so it does not keep the
+	// receiver fence from being proven. One that answers has its receiver stopped like any other.
+	missing = slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) })
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
 	// failover must not leave a live primary starved of acknowledgements.
 	blocked, deadline := receiverFenceBlockers(c, old, members, missing, x.now)
