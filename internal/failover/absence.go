@@ -20,8 +20,11 @@ import (
 // The bound is advanced at every observation pass in which the member may be receiving: it
 // answered with its receiver not stopped, or the primary lists it among its connected replicas
 // (SHOW SLAVE HOSTS, SHOW REPLICAS), and at the first pass after that (what it received between
-// the two passes is at most what the primary held at the second). A pass in which the primary
-// does not answer says nothing and changes no bound.
+// the two passes is at most what the primary held at the second), and at the first pass it
+// misses. A pass in which the primary does not answer says nothing and changes no bound. What
+// no pass can see is a member silent to mysqlctl that connects to the primary and leaves again
+// between two passes; the receiver fence never passes a silent member, and a fence over SQL
+// bounds everything by the fenced primary's own set.
 
 // Sighting is what one observation pass saw of a member other than the primary.
 type Sighting struct {
@@ -78,12 +81,18 @@ func NextAbsence(prev Tracked, s Sighting) Tracked {
 		next.Reason = s.Detail
 	}
 	if s.PrimaryPos == "" {
-		// The primary was not read: nothing bounds this pass.
+		// The primary was not read: nothing bounds this pass, and what the member did meanwhile
+		// is unknown, so the next pass that reads the primary bounds it afresh.
+		if s.Answered && s.Receiving {
+			next.ReceivingAt = s.At
+		}
+		next.Receiving = true
 		return next
 	}
-	if s.Answered || s.Receiving || prev.Receiving {
+	if s.Answered || s.Receiving || prev.Receiving || prev.Misses == 0 {
 		// Whatever it received up to now is within the primary's position read now. A member
-		// that answered is bounded by it too, even with its receiver stopped.
+		// that answered is bounded by it too, even with its receiver stopped, and so is one at
+		// the first pass it misses: it may have started its receiver since the last pass.
 		next.Bound = s.PrimaryPos
 	}
 	if s.Receiving {

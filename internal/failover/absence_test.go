@@ -46,11 +46,27 @@ func TestNextAbsence(t *testing.T) {
 			},
 		},
 		{
+			name:  "a member with its receiver stopped is bounded at the first pass it misses, then frozen",
+			start: Tracked{Bound: "0-1-20"},
+			passes: []pass{
+				{Sighting{At: at(5), PrimaryPos: "0-1-30"}, Tracked{Bound: "0-1-30", AbsentSince: at(5), Misses: 1}},
+				{Sighting{At: at(10), PrimaryPos: "0-1-40"}, Tracked{Bound: "0-1-30", AbsentSince: at(5), Misses: 2}},
+			},
+		},
+		{
 			name:  "a pass that could not read the primary changes no bound",
 			start: Tracked{Bound: "0-1-20", Receiving: true},
 			passes: []pass{
 				{Sighting{At: at(5), Detail: "timeout"}, Tracked{Bound: "0-1-20", Receiving: true, AbsentSince: at(5), Misses: 1, Reason: "timeout"}},
 				{Sighting{At: at(10), PrimaryPos: "0-1-40"}, Tracked{Bound: "0-1-40", AbsentSince: at(5), Misses: 2}},
+			},
+		},
+		{
+			name:  "a member silent and not receiving is bounded afresh after a pass that could not read the primary",
+			start: Tracked{Bound: "0-1-20", AbsentSince: at(0), Misses: 3},
+			passes: []pass{
+				{Sighting{At: at(5)}, Tracked{Bound: "0-1-20", Receiving: true, AbsentSince: at(0), Misses: 4}},
+				{Sighting{At: at(10), PrimaryPos: "0-1-40"}, Tracked{Bound: "0-1-40", AbsentSince: at(0), Misses: 5}},
 			},
 		},
 		{
