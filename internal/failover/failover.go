@@ -356,21 +356,7 @@ func Elect(in ElectInput) (Decision, error) {
 		}
 		d.Rejected = append(d.Rejected, j.m.Name+": "+why)
 	}
-	for _, name := range in.Missing {
-		why := "cannot be observed"
-		if i := slices.IndexFunc(in.Absent, func(a Absence) bool { return a.Name == name }); i >= 0 {
-			why = "absent since " + in.Absent[i].Since.UTC().Format(time.RFC3339) + ", cannot be observed"
-			switch {
-			case in.Absent[i].Bound == "":
-				why += "; no bound recorded on what it received"
-			case chosen != nil && slices.ContainsFunc(chosen.harmless, func(h string) bool { return strings.HasPrefix(h, name+" ") }):
-				why += "; harmless: the candidate holds its recorded bound " + in.Absent[i].Bound + ", so it holds nothing the candidate lacks"
-			default:
-				why += "; recorded bound " + in.Absent[i].Bound
-			}
-		}
-		d.Rejected = append(d.Rejected, name+": "+why)
-	}
+	d.Rejected = append(d.Rejected, missingRejections(in, chosen)...)
 	if chosen == nil {
 		what := "no replica is provably safe to promote"
 		if in.Requested != "" {
@@ -387,6 +373,28 @@ func Elect(in ElectInput) (Decision, error) {
 	d.Candidate, d.CandidateSet = chosen.m.Name, chosen.set.String()
 	_, d.Drained = executed(chosen.m.Snapshot).contains(chosen.set)
 	return d, nil
+}
+
+// missingRejections says, for every member that cannot be observed, why it was not chosen and,
+// for a recorded absence, whether the chosen candidate holds its bound.
+func missingRejections(in ElectInput, chosen *judged) []string {
+	var out []string
+	for _, name := range in.Missing {
+		why := "cannot be observed"
+		if i := slices.IndexFunc(in.Absent, func(a Absence) bool { return a.Name == name }); i >= 0 {
+			why = "absent since " + in.Absent[i].Since.UTC().Format(time.RFC3339) + ", cannot be observed"
+			switch {
+			case in.Absent[i].Bound == "":
+				why += "; no bound recorded on what it received"
+			case chosen != nil && slices.ContainsFunc(chosen.harmless, func(h string) bool { return strings.HasPrefix(h, name+" ") }):
+				why += "; harmless: the candidate holds its recorded bound " + in.Absent[i].Bound + ", so it holds nothing the candidate lacks"
+			default:
+				why += "; recorded bound " + in.Absent[i].Bound
+			}
+		}
+		out = append(out, name+": "+why)
+	}
+	return out
 }
 
 // compareServers orders servers by version, oldest first; a server whose version is unknown
