@@ -159,6 +159,15 @@ type MysqlClusterStatus struct {
 	// not edit.
 	// +optional
 	ErrantInstances []ErrantInstance `json:"errantInstances,omitempty"`
+	// Members that stopped answering (a lost pod, a quarantined replica that died, an old primary
+	// that never came back), each with what it can hold: an upper bound on the transactions it
+	// received. A failover proceeds past an absent member once its candidate holds the bound;
+	// one with no bound blocks it. An entry goes when its member answers again. Written by
+	// mysqlctl; do not edit.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	AbsentInstances []AbsentInstance `json:"absentInstances,omitempty"`
 	// The rolling upgrade in progress, or held by an abort (`mysqlctl upgrade`): its barrier, the
 	// pod in flight and the pods done. While it is set, its partition is applied to the
 	// StatefulSet and the PodDisruptionBudget allows no eviction. Written by mysqlctl; do not edit.
@@ -583,6 +592,25 @@ type OperationRecord struct {
 	// semi-sync not proven); the message gives the bound.
 	// +optional
 	TransactionsLost int64 `json:"transactionsLost,omitempty"`
+}
+
+// A member that does not answer, and what it can hold.
+type AbsentInstance struct {
+	// Pod name of the absent member.
+	Name string `json:"name"`
+	// When it was first found not answering.
+	Since metav1.Time `json:"since"`
+	// Why it is absent, and where its bound comes from.
+	Reason string `json:"reason"`
+	// An upper bound on what it received: the primary's GTID position (gtid_binlog_pos on
+	// MariaDB, gtid_executed on MySQL) read after the member was last seen able to receive from
+	// it. Empty when no bound is known: the member then blocks every automatic failover.
+	// +optional
+	Bound string `json:"bound,omitempty"`
+	// When the member was last seen receiving from the primary (or, for an old primary, when it
+	// was replaced).
+	// +optional
+	ReceivingAt *metav1.Time `json:"receivingAt,omitempty"`
 }
 
 // A quarantined instance and why it was quarantined.

@@ -47,12 +47,16 @@ recorded in the cluster's status with its evidence before the next begins:
                       is fenced over SQL; otherwise every replica's receiver is stopped, which starves a
                       semi-synchronous primary of acknowledgements so that it cannot commit (this
                       needs semiSync enabled with a timeout of at least 1h, and every replica
-                      reachable). A fence that cannot be proven is Blocked: the cluster is marked
-                      Degraded and nothing is promoted.
+                      reachable; when only silent replicas keep it from being proven, the old
+                      primary is waited for, up to 30s, to be fenced over SQL). A fence that cannot
+                      be proven is Blocked: the cluster is marked Degraded and nothing is promoted.
   Electing            a candidate must hold every other survivor's received and executed transactions,
                       have no errant ones (judged against the known primaries and the bootstrap
-                      provenance) and no lag above failover.maxCandidateLag. With no safe candidate the
-                      cluster is marked Degraded with the reasons, and nothing is promoted.
+                      provenance) and no lag above failover.maxCandidateLag. A member that does not
+                      answer blocks it, unless status.absentInstances records a bound on what that
+                      member received (the primary's position after it was last able to receive)
+                      and the candidate holds it. With no safe candidate the cluster is marked
+                      Degraded with the reasons, and nothing is promoted.
   WaitingForRelayLog  the candidate applies everything it received (skipped when Electing saw it
                       had applied it all, and the fenced primary's set if it was fenced over SQL)
   Promoting           it stops replicating, becomes semi-sync source and writable

@@ -226,6 +226,17 @@ func Verdict(c *v1.MysqlCluster, pods map[string]*corev1.Pod) (level, sentence s
 	if cond := meta.FindStatusCondition(st.Conditions, v1.ConditionReady); cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "InstancesDown" {
 		problems = append(problems, cond.Message)
 	}
+	for _, a := range st.AbsentInstances {
+		// Its pod may still read Running and Ready (a lost node's pods do): the servers' own
+		// silence is what the status records.
+		what := a.Name + " does not answer (absent since " + a.Since.UTC().Format(time.RFC3339)
+		if a.Bound != "" {
+			what += "; a failover passes it once its candidate holds " + a.Bound + ")"
+		} else {
+			what += "; no bound on what it received: it blocks a failover)"
+		}
+		problems = append(problems, what)
+	}
 	if st.ObservedGeneration != c.Generation {
 		problems = append(problems, "the spec changed since it was last converged")
 	}

@@ -162,6 +162,9 @@ func TestVerdict(t *testing.T) {
 		{"healthy", func(*v1.MysqlCluster, map[string]*corev1.Pod) {}, "healthy"},
 		{"pod missing", func(_ *v1.MysqlCluster, p map[string]*corev1.Pod) { delete(p, "v-1") }, "attention"},
 		{"spec changed", func(c *v1.MysqlCluster, _ map[string]*corev1.Pod) { c.Generation = 2 }, "attention"},
+		{"absent member, its pod ready", func(c *v1.MysqlCluster, _ map[string]*corev1.Pod) {
+			c.Status.AbsentInstances = []v1.AbsentInstance{{Name: "v-1", Bound: "0-1-5"}}
+		}, "attention"},
 		{"operation", func(c *v1.MysqlCluster, _ map[string]*corev1.Pod) {
 			c.Status.Operation = &v1.OperationStatus{Type: "bootstrap", Stage: "JoiningReplicas"}
 		}, "busy"},

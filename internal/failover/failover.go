@@ -174,8 +174,12 @@ type ElectInput struct {
 	// Members are the reachable instances other than the old primary.
 	Members []Member
 	// Missing are instances other than the old primary that could not be observed: they may
-	// hold acknowledged transactions, so no candidate can be proven complete while one is missing.
+	// hold acknowledged transactions, so no candidate can be proven complete while one is
+	// missing, unless Absent records a bound on what it received and the candidate holds it.
 	Missing []string
+	// Absent are the recorded absences (status.absentInstances): a missing member whose bound
+	// the candidate holds cannot hold anything the candidate lacks.
+	Absent []Absence
 	// History is the known primaries and bootstrap provenance, for the errant check.
 	History topology.History
 	// MaxLag is the largest known lag a candidate may have (0: no bound).
@@ -214,6 +218,8 @@ type judged struct {
 	set    history
 	reason string // why unsafe; empty when safe so far
 	errant bool
+	// harmless lists the absent members whose recorded bound this member holds.
+	harmless []string
 }
 
 // Elect chooses the replica to promote.
@@ -267,6 +273,15 @@ func Elect(in ElectInput) (Decision, error) {
 			}
 		}
 	}
+	// Members that cannot be observed: each is harmless to a candidate that holds its recorded
+	// bound, and blocks every other.
+	if len(in.Missing) > 0 {
+		for _, j := range all {
+			if j.reason == "" {
+				j.reason, j.harmless = weighAbsent(j.m.Snapshot, in.Missing, in.Absent)
+			}
+		}
+	}
 	slices.SortStableFunc(all, func(a, b *judged) int {
 		if c := cmp.Compare(b.set.count(), a.set.count()); c != 0 {
 			return c
@@ -290,15 +305,6 @@ func Elect(in ElectInput) (Decision, error) {
 		}
 	}
 	d := Decision{Safe: true}
-	if chosen != nil && len(in.Missing) > 0 {
-		d.Safe = false
-		for _, j := range all {
-			if j.reason == "" {
-				j.reason = "not provably complete while " + strings.Join(in.Missing, ", ") + " cannot be observed"
-			}
-		}
-		chosen = nil
-	}
 	switch {
 	case chosen != nil && in.Requested != "":
 		d.Reason = "requested with --to; holds every other survivor's transactions, no errant ones, within the lag bound"
@@ -350,9 +356,7 @@ func Elect(in ElectInput) (Decision, error) {
 		}
 		d.Rejected = append(d.Rejected, j.m.Name+": "+why)
 	}
-	for _, name := range in.Missing {
-		d.Rejected = append(d.Rejected, name+": cannot be observed")
-	}
+	d.Rejected = append(d.Rejected, missingRejections(in, chosen)...)
 	if chosen == nil {
 		what := "no replica is provably safe to promote"
 		if in.Requested != "" {
@@ -363,9 +367,34 @@ func Elect(in ElectInput) (Decision, error) {
 		}
 		return d, fmt.Errorf("%w: %s", ErrNoSafeCandidate, what)
 	}
+	if len(chosen.harmless) > 0 && d.Safe {
+		d.Reason += "; holds the recorded bound of every absent member (" + strings.Join(chosen.harmless, ", ") + ")"
+	}
 	d.Candidate, d.CandidateSet = chosen.m.Name, chosen.set.String()
 	_, d.Drained = executed(chosen.m.Snapshot).contains(chosen.set)
 	return d, nil
+}
+
+// missingRejections says, for every member that cannot be observed, why it was not chosen and,
+// for a recorded absence, whether the chosen candidate holds its bound.
+func missingRejections(in ElectInput, chosen *judged) []string {
+	var out []string
+	for _, name := range in.Missing {
+		why := "cannot be observed"
+		if i := slices.IndexFunc(in.Absent, func(a Absence) bool { return a.Name == name }); i >= 0 {
+			why = "absent since " + in.Absent[i].Since.UTC().Format(time.RFC3339) + ", cannot be observed"
+			switch {
+			case in.Absent[i].Bound == "":
+				why += "; no bound recorded on what it received"
+			case chosen != nil && slices.ContainsFunc(chosen.harmless, func(h string) bool { return strings.HasPrefix(h, name+" ") }):
+				why += "; harmless: the candidate holds its recorded bound " + in.Absent[i].Bound + ", so it holds nothing the candidate lacks"
+			default:
+				why += "; recorded bound " + in.Absent[i].Bound
+			}
+		}
+		out = append(out, name+": "+why)
+	}
+	return out
 }
 
 // compareServers orders servers by version, oldest first; a server whose version is unknown

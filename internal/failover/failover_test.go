@@ -211,6 +211,57 @@ func TestElect(t *testing.T) {
 			errPart: "db-2 cannot be observed",
 		},
 		{
+			name: "an absent member whose bound the candidate holds is harmless",
+			in: ElectInput{History: known, Missing: []string{"db-2"}, Absent: []Absence{{Name: "db-2", Bound: "0-1000-9"}}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			want: "db-1", safe: true, rejectHas: "db-2: absent since",
+		},
+		{
+			name: "an absent member's bound counts what the candidate received, not only what it applied",
+			in: ElectInput{History: known, Missing: []string{"db-2"}, Absent: []Absence{{Name: "db-2", Bound: "0-1000-12"}}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "0-1000-12", topology.ThreadConnecting),
+			}},
+			want: "db-1", safe: true, rejectHas: "harmless: the candidate holds its recorded bound 0-1000-12",
+		},
+		{
+			name: "an absent member whose bound the candidate lacks blocks",
+			in: ElectInput{History: known, Missing: []string{"db-2"}, Absent: []Absence{{Name: "db-2", Bound: "0-1000-11"}}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			errPart: "db-1: not provably complete while db-2 cannot be observed: it lacks 0-1000-11",
+		},
+		{
+			name: "an absent member without a bound blocks",
+			in: ElectInput{History: known, Missing: []string{"db-2"}, Absent: []Absence{{Name: "db-2"}}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			errPart: "no bound recorded",
+		},
+		{
+			name: "a bound held by one candidate only elects that one",
+			in: ElectInput{History: known, Missing: []string{"db-3"}, Absent: []Absence{{Name: "db-3", Bound: "0-1000-10"}}, Members: []Member{
+				mariadb("db-1", 1001, "0-1000-9", "", topology.ThreadConnecting),
+				mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			want: "db-2", safe: true, rejectHas: "db-3: absent since",
+		},
+		{
+			name: "a bound from another server in the domain is not held on position alone",
+			in: ElectInput{History: topology.History{PrimaryServerIDs: []uint32{1000, 1001}}, Missing: []string{"db-2"}, Absent: []Absence{{Name: "db-2", Bound: "0-1001-5"}}, Members: []Member{
+				mariadb("db-1", 1002, "0-1000-10", "", topology.ThreadConnecting),
+			}},
+			errPart: "it lacks",
+		},
+		{
+			name: "MySQL: an absent member's bound held",
+			in: ElectInput{History: topology.History{PrimaryUUIDs: []string{"00000000-0000-0000-0000-000000000000"}}, Missing: []string{"db-3"},
+				Absent: []Absence{{Name: "db-3", Bound: "00000000-0000-0000-0000-000000000000:1-11"}}, Members: []Member{
+					mysqlMember("db-1", 1, "00000000-0000-0000-0000-000000000000:1-10", "00000000-0000-0000-0000-000000000000:1-12"),
+				}},
+			want: "db-1", safe: true, rejectHas: "harmless",
+		},
+		{
 			name: "force overrides with an unsafe decision",
 			in: ElectInput{History: known, Force: true, Missing: []string{"db-2"}, Members: []Member{
 				mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting),

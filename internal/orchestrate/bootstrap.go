@@ -740,13 +740,23 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		}
 		in, err := r.connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
 		if err != nil {
-			return false, err
+			if ce := topology.AsConfigError(err); ce != nil {
+				return false, ce
+			}
+			if recordedAbsent(c, p.Name) {
+				continue // recorded absent and still silent: a converge would leave it out too
+			}
+			// Silent: a converge leaves it out and records it absent.
+			return false, nil
 		}
 		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
 		_ = in.Close()
 		if s.Err != nil && s.Err.Config != nil {
 			// Not "not converged": a converge would be refused the same path, so none is begun.
 			return false, s.Err.Config
+		}
+		if !s.Complete() && recordedAbsent(c, p.Name) {
+			continue
 		}
 		if !s.Complete() || !replicatesFrom(s, primaryIP) {
 			return false, nil

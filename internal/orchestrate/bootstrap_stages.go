@@ -5,6 +5,7 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -263,8 +264,17 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 	if err != nil {
 		return "", nil, err
 	}
+	bounds := absentBounds(ctx, x)
 	now := metav1.NewTime(r.now())
 	instances := r.instanceStatuses(c, members, snaps, primaryName)
+	for _, i := range c.Status.Instances {
+		if _, left := x.absent[i.Name]; left {
+			// As last observed (its server_id identifies it to the primary's list of
+			// replicas, see trackAbsence), not dropped.
+			instances = append(instances, i)
+		}
+	}
+	sort.SliceStable(instances, func(i, j int) bool { return instances[i].Ordinal < instances[j].Ordinal })
 	return stageDone, func(s *v1.MysqlClusterStatus) {
 		op := s.Operation
 		s.Instances = instances
@@ -295,6 +305,9 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: "bootstrap finished"})
 		if op.Type == OperationConverge {
 			msg = "replicas re-joined: " + msg
+		}
+		if len(x.absent) > 0 {
+			msg += "; left out, not answering (recorded absent): " + strings.Join(recordAbsent(s, x.absent, bounds, op.ID, now.Time), ", ")
 		}
 		s.History = append([]v1.OperationRecord{{
 			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg,
@@ -329,4 +342,68 @@ func flavorMatches(c *v1.MysqlCluster, name string, s topology.Snapshot) error {
 		return fmt.Errorf("%w: spec.flavor is %s but %s reports %s: its configuration was rendered for the wrong server; set spec.flavor to match the image", outcome.ErrUnsafe, want, name, s.Flavor.VersionString)
 	}
 	return nil
+}
+
+// recordAbsent records the members a converge left out because they did not answer, keeping
+// what is recorded of those already absent (their bound above all: only the supervisor's
+// observation passes know one), and returns their names, sorted.
+func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, opID string, now time.Time) []string {
+	names := make([]string, 0, len(absent))
+	for name := range absent {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if i := slices.IndexFunc(s.AbsentInstances, func(a v1.AbsentInstance) bool { return a.Name == name }); i >= 0 {
+			if a := &s.AbsentInstances[i]; a.Bound == "" && bounds[name] != "" {
+				a.Reason, _, _ = strings.Cut(a.Reason, "; "+noBoundYet)
+				a.Bound, a.Reason = bounds[name], a.Reason+"; "+boundByConverge
+			}
+			continue
+		}
+		a := v1.AbsentInstance{
+			Name: name, Since: metav1.NewTime(now.Truncate(time.Second)),
+			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; " + noBoundYet,
+		}
+		if bounds[name] != "" {
+			a.Bound, a.Reason = bounds[name], "did not answer the converge "+opID+": "+absent[name]+"; "+boundByConverge
+		}
+		s.AbsentInstances = append(s.AbsentInstances, a)
+	}
+	sort.Slice(s.AbsentInstances, func(i, j int) bool { return s.AbsentInstances[i].Name < s.AbsentInstances[j].Name })
+	return names
+}
+
+// noBoundYet ends the reason of an absence recorded without a bound.
+const noBoundYet = "no bound known yet (a supervisor's observation passes record one)"
+
+// boundByConverge says where a converge's bound comes from.
+const boundByConverge = "bound: the primary's position read after its list of connected replicas did not name it"
+
+// absentBounds bounds the members a converge left out: a member the primary's list of connected
+// replicas does not name (by its recorded server_id) received at most the primary's position read
+// after that list. A member named, or one whose server_id is unknown, gets no bound here.
+func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
+	if len(x.absent) == 0 {
+		return nil
+	}
+	in, err := x.ss.connect(x.primaryName)
+	if err != nil {
+		return nil
+	}
+	ids, err := in.ReplicaServerIDs(ctx)
+	if err != nil {
+		return nil
+	}
+	ps, err := x.ss.observe(x.primaryName)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, i := range x.c.Status.Instances {
+		if _, left := x.absent[i.Name]; left && i.ServerID != 0 && !slices.Contains(ids, uint32(i.ServerID)) {
+			out[i.Name] = boundOf(ps)
+		}
+	}
+	return out
 }

@@ -171,7 +171,10 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		// Nothing was written: the operation it would supersede stays as it is.
 		return fmt.Errorf("the %s %s stopped at stage %s and its primary %s cannot be checked from here: %w", op.Type, op.ID, op.Stage, old, refused)
 	}
-	if j.Verdict != failover.Dead {
+	// A converge gives way to a primary that restarted read-only too: the failover fences it
+	// over SQL as it would without the converge, which cannot finish on a read-only primary.
+	// A switchover makes its primary read-only itself, so only death ends one.
+	if j.Verdict != failover.Dead && (j.Verdict != failover.ReadOnly || op.Type != OperationConverge) {
 		return fmt.Errorf("%w: the %s %s stopped at stage %s and its primary %s is not proven dead (%s: %s): run 'resume %s' to finish it or 'abort %s' to roll it back",
 			outcome.ErrUnsafe, op.Type, op.ID, op.Stage, old, j.Verdict, j.Reason, c.Name, c.Name)
 	}
@@ -185,6 +188,9 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 	}
 	now := metav1.NewTime(r.now())
 	msg := fmt.Sprintf("superseded at stage %s by a failover: the primary %s is dead", op.Stage, old)
+	if j.Verdict == failover.ReadOnly {
+		msg = fmt.Sprintf("superseded at stage %s by a failover: the primary %s restarted read-only", op.Stage, old)
+	}
 	// One write: the superseded operation goes to the history and the failover takes its place
 	// already confirmed (the judgement above is Confirming's), so nothing can be left between.
 	fo := v1.OperationStatus{

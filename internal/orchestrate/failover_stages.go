@@ -63,31 +63,34 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		return "", nil, err
 	}
 	if ev.PrimaryVerdict == string(failover.ReadOnly) {
-		in, err := ss.connect(old)
-		var fenced, method string
-		if err == nil {
-			fenced, method, err = fenceOverSQL(ctx, in, ss, old)
-		}
-		if err != nil {
-			// Only an old primary that stopped answering falls back to the receiver
-			// fence; any other failure is reported, never silently replaced.
-			if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout {
-				return "", nil, err
-			}
-		} else {
-			r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
-			return StageElecting, func(s *v1.MysqlClusterStatus) {
-				e := evidenceOf(s)
-				e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
-				e.FenceStartedAt = &fencedAt
-			}, nil
+		next, change, err := r.fenceAnswering(ctx, x, fencedAt, "")
+		if err != nil || next != "" {
+			return next, change, err
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
 	members, missing := v.members(c, ss)
+	// A quarantined member had its replication stopped when it was quarantined (and replication
+	// does not start at boot): silent, it cannot acknowledge anything, so it does not keep the
+	// receiver fence from being proven. One that answers has its receiver stopped like any other.
+	missing = slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) })
 	// Everything that makes the receiver fence unprovable is known before acting: a refused
 	// failover must not leave a live primary starved of acknowledgements.
 	blocked, deadline := receiverFenceBlockers(c, old, members, missing, x.now)
+	if len(blocked) > 0 && !forced && len(missing) > 0 && len(blocked) == 1 {
+		// Only members that do not answer keep the receiver fence from being proven. A killed
+		// primary restarts (read-only) within seconds, and one that answers is fenced over
+		// SQL, which needs no replica: it is looked at again, up to the stage's bound, before
+		// the fence is called Blocked.
+		next, change, err := r.fenceAnswering(ctx, x, fencedAt, blocked[0])
+		if err != nil || next != "" || !x.overdue {
+			if err == nil && next == "" {
+				err = notYet("%s: waiting up to %s for the old primary %s to answer, to fence it over SQL", blocked[0], fenceWaitBound, old)
+			}
+			return next, change, err
+		}
+		blocked[0] += fmt.Sprintf("; the old primary %s did not answer within %s to be fenced over SQL", old, fenceWaitBound)
+	}
 	if len(blocked) > 0 && !forced {
 		// As found: the (unreachable) primary goes back into its Service's selector.
 		if err := r.labelRole(ctx, c, old, v1.RolePrimary); err != nil {
@@ -122,12 +125,58 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	}, nil
 }
 
+// fenceWaitBound is how long Fencing waits for an old primary that does not answer when only
+// members that do not answer either keep the receiver fence from being proven.
+const fenceWaitBound = 30 * time.Second
+
+// fenceAnswering fences the old primary over SQL when it answers: the fence then needs no
+// replica. It returns no next stage, and no error, when the old primary does not answer (refused
+// or timed out): the caller falls back to, or waits before, the receiver fence. after names what
+// kept the receiver fence from being proven, when the fence over SQL comes after a wait.
+func (r *Runner) fenceAnswering(ctx context.Context, x *stageEnv, fencedAt metav1.Time, after string) (string, func(*v1.MysqlClusterStatus), error) {
+	c, old, ss := x.c, x.old, x.ss
+	if after != "" {
+		// Looked at afresh: the stage's sessions were opened while it was silent.
+		if p := x.v.pods[old]; p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			return "", nil, nil
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, refenceFenceTimeout)
+	defer cancel()
+	in, err := ss.connect(old)
+	var fenced, method string
+	if err == nil {
+		fenced, method, err = fenceOverSQL(cctx, in, ss, old)
+	}
+	if err != nil {
+		// Only an old primary that does not answer is waited for, or falls back to the
+		// receiver fence; any other failure is reported, never silently replaced.
+		if k := topology.KindOf(err); k != topology.ErrorRefused && k != topology.ErrorTimeout && after == "" {
+			return "", nil, err
+		}
+		return "", nil, nil
+	}
+	if after != "" {
+		method += "; it answered after its death was confirmed (it restarted), while " + after
+	}
+	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+	return StageElecting, func(s *v1.MysqlClusterStatus) {
+		e := evidenceOf(s)
+		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
+		e.FenceStartedAt = &fencedAt
+		if after != "" {
+			// It answers: re-pointed by the failover like a primary found read-only.
+			e.PrimaryVerdict = string(failover.ReadOnly)
+		}
+	}, nil
+}
+
 func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, v, ss := x.c, x.op, x.ev, x.forced, x.v, x.ss
 	members, missing := v.members(c, ss)
 	d, err := failover.Elect(failover.ElectInput{
-		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), History: knownHistory(c), MaxLag: maxCandidateLag(c),
-		Requested: op.Target, Force: forced,
+		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), Absent: absences(c),
+		History: knownHistory(c), MaxLag: maxCandidateLag(c), Requested: op.Target, Force: forced,
 	})
 	if err != nil {
 		return "", nil, r.degrade(ctx, c, op, err.Error()+"; nothing was promoted", func(s *v1.MysqlClusterStatus) {
@@ -301,7 +350,7 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old || x.overdue {
+			if name == old || x.overdue || recordedAbsent(c, name) {
 				continue // Verifying names it; reconcile repairs it when it answers
 			}
 			return "", nil, err
@@ -358,7 +407,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		s, err := ss.observe(name)
 		if err != nil {
-			if name == old || x.overdue {
+			if name == old || x.overdue || recordedAbsent(c, name) {
 				down = append(down, name)
 				continue
 			}
@@ -407,6 +456,9 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	msg := fmt.Sprintf("primary failed over from %s to %s in %s; %s", old, ev.Candidate, dur, lostWhy)
 	if len(down) > 0 {
 		msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"
+	}
+	if passed := absentPassed(ev.Rejected); len(passed) > 0 {
+		msg += "; absent, passed because " + ev.Candidate + " held the bound recorded on what each received: " + strings.Join(passed, ", ")
 	}
 	members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
 	instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
@@ -511,4 +563,21 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 		}
 	}
 	return stopped, nil
+}
+
+// absentPassed lists the absent members the election passed, each with its recorded bound, from
+// the election's rejections (see failover.Elect), for the failover's record.
+func absentPassed(rejected []string) []string {
+	var out []string
+	for _, r := range rejected {
+		name, rest, ok := strings.Cut(r, ": ")
+		if !ok {
+			continue
+		}
+		if _, bound, ok := strings.Cut(rest, "harmless: the candidate holds its recorded bound "); ok {
+			bound, _, _ = strings.Cut(bound, ", so it holds")
+			out = append(out, name+" (bound "+bound+")")
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,9 +55,11 @@ type stageEnv struct {
 	// bootstrap and switchover: every member (all ready), by name.
 	members []instance
 	byName  map[string]instance
-	// bootstrap: the primary it configures.
+	// bootstrap: the primary it configures; converge: the members left out because they do
+	// not answer (name: why), recorded absent when it finishes.
 	primary     instance
 	primaryName string
+	absent      map[string]string
 	// switchover and failover: the old primary.
 	old string
 	// overdue is true once the stage has waited past its bound; bound is that bound (set by
@@ -249,8 +252,34 @@ var bootstrapKind = &operationKind{
 				x.primary = m
 			}
 		}
+		if x.op.Type == OperationConverge {
+			x.members, x.absent = answering(x.ss, members, x.primaryName)
+		}
 		return nil
 	},
+}
+
+// answering splits a converge's members into those that answer and those that do not (name:
+// why): a converge repairs what answers and does not wait on a member that may never come back
+// (a lost pod stays Running and Ready until a person deletes it). The primary is always kept: a
+// converge needs it. A member whose path is refused by configuration is kept too (the stages
+// report the refusal: it is the path, not the member).
+func answering(ss *sessions, members []instance, primary string) ([]instance, map[string]string) {
+	var names []string
+	for _, m := range members {
+		if m.pod.Name != primary {
+			names = append(names, m.pod.Name)
+		}
+	}
+	_, errs := ss.observeAll(names)
+	absent := map[string]string{}
+	for i, name := range names {
+		if errs[i] != nil && topology.AsConfigError(errs[i]) == nil {
+			absent[name] = errs[i].Error()
+		}
+	}
+	out := slices.DeleteFunc(slices.Clone(members), func(m instance) bool { _, gone := absent[m.pod.Name]; return gone })
+	return out, absent
 }
 
 // switchoverKind moves the primary role to a replica with zero data loss.
@@ -310,7 +339,7 @@ var failoverKind = &operationKind{
 		{StageRollingBack, (*Runner).foRollingBack},
 	},
 	guard:  (*Runner).foGuard,
-	bounds: map[string]time.Duration{StagePromoting: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound},
+	bounds: map[string]time.Duration{StageFencing: fenceWaitBound, StagePromoting: postPromotionBound, StageRepointing: postPromotionBound, StageVerifying: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
 		if x.op.Evidence == nil {
 			x.ev.FencedPrimary = x.c.Status.CurrentPrimary

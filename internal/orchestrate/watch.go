@@ -199,6 +199,10 @@ type watcher struct {
 	supEpoch int32
 	// unwritten are outcomes of requests carried out whose record could not be written yet.
 	unwritten map[string]answerOf
+	// absence is every member's tracking by the observation pass (see trackAbsence).
+	absence map[string]failover.Tracked
+	// serverIDs are the members' server_ids as the observation passes last saw them answer.
+	serverIDs map[string]uint32
 	// side writes the checks' Events and disruption budget updates off their path.
 	side *sidework
 }
@@ -307,10 +311,10 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	repairs.Add(1)
 	turned := make(chan struct{}) // closed once the detector has had its first turn
 	go func() { defer repairs.Done(); w.repairLoop(ctx, actx, turned) }()
-	if s.Observer != nil {
-		repairs.Add(1)
-		go func() { defer repairs.Done(); w.observeLoop(ctx) }()
-	}
+	// The observation pass feeds the metrics (when served) and bounds every member, recording
+	// those that stop answering (see trackAbsence): it always runs.
+	repairs.Add(1)
+	go func() { defer repairs.Done(); w.observeLoop(ctx) }()
 	defer repairs.Wait()
 	for ctx.Err() == nil {
 		began := w.s.Runner.now()

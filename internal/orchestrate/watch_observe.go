@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -70,7 +71,7 @@ func (w *watcher) observeLoop(ctx context.Context) {
 			every = max(every, detectionInterval(c))
 			// A pass that could not look (no pods listed, no Secret) changes nothing: the
 			// series keep their last values rather than vanish while something is wrong.
-			if views := w.observeInstances(ctx, c); c.Status.CurrentPrimary != "" && views != nil {
+			if views := w.observeInstances(ctx, c); c.Status.CurrentPrimary != "" && views != nil && w.s.Observer != nil {
 				w.s.Observer.Instances(w.key, views)
 			}
 		}
@@ -94,9 +95,10 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	snaps := map[string]topology.Snapshot{}
+	details := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range pods {
@@ -106,19 +108,33 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ss := obs.openSessions(ctx, []instance{{pod: p}}, creds)
+			ss := obs.openSessions(octx, []instance{{pod: p}}, creds)
 			defer ss.close()
 			s, err := ss.observe(p.Name)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
+				details[p.Name] = err.Error()
 				return
 			}
-			mu.Lock()
 			snaps[p.Name] = s
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	primary, havePrimary := snaps[c.Status.CurrentPrimary]
+	if c.Status.CurrentPrimary != "" && c.Status.Operation == nil || c.Status.Operation != nil && c.Status.Operation.Type == OperationConverge {
+		// Between failovers (a failover's members are its own to judge): every member is
+		// bounded, and those that stopped answering are recorded absent.
+		var pp *corev1.Pod
+		if havePrimary {
+			for _, p := range pods {
+				if p.Name == c.Status.CurrentPrimary {
+					pp = p
+				}
+			}
+		}
+		w.trackAbsence(ctx, c, snaps, details, w.readPrimaryBound(ctx, obs, pp, creds))
+	}
 	var views []InstanceView
 	for ord := range memberCount(c) {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
