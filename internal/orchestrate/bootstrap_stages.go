@@ -299,6 +299,8 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			ready = metav1.ConditionFalse
 			msg += fmt.Sprintf("; %d instance(s) quarantined", len(s.ErrantInstances))
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "Quarantined", Message: msg})
+		} else {
+			clearResolvedDegraded(s, msg)
 		}
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: ready, Reason: "ReplicationProven", Message: msg})
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "PrimaryWritable", Message: "primary " + primaryName + " is writable"})
@@ -406,4 +408,22 @@ func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
 		}
 	}
 	return out
+}
+
+// resolvedByConvergence are the reasons of a Degraded condition that a finished converge (the
+// recorded primary writable, every member replicating from it or recorded absent, nothing
+// quarantined) proves over: what they said (a refused or rolled back failover, a lost or
+// unreachable primary, a withheld automatic failover, a quarantine) is no longer the cluster's
+// state. Others (an upgrade stopped, semi-sync inactive, a stage that stopped) have their own
+// way out.
+var resolvedByConvergence = []string{"FailoverRefused", "FailoverRolledBack", "NewPrimaryLost", "PrimaryUnreachable", reasonFailoverWithheld, "Quarantined"}
+
+// clearResolvedDegraded ends a Degraded condition a finished converge proved over, so that
+// status says what the cluster is now (msg, the converge's finding) rather than what it was.
+func clearResolvedDegraded(s *v1.MysqlClusterStatus, msg string) {
+	d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
+	if d == nil || d.Status != metav1.ConditionTrue || !slices.Contains(resolvedByConvergence, d.Reason) {
+		return
+	}
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "Converged", Message: msg})
 }

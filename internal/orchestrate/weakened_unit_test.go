@@ -71,3 +71,28 @@ func TestWeakenedProtectionShortensTheFenceDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestConvergeClearsResolvedDegraded: a finished converge ends a Degraded condition whose cause it
+// proved over (the reported case: "the primary answers but is read-only (it restarted)" from a
+// refused failover stayed under phase Running and HA Healthy, and status said degraded), and
+// leaves the others to their own way out.
+func TestConvergeClearsResolvedDegraded(t *testing.T) {
+	for _, tt := range []struct {
+		reason string
+		clears bool
+	}{
+		{"FailoverRefused", true}, {"FailoverRolledBack", true}, {"NewPrimaryLost", true}, {"PrimaryUnreachable", true},
+		{reasonFailoverWithheld, true}, {"Quarantined", true},
+		{"UpgradeStopped", false}, {"SemiSyncInactive", false}, {"StageStopped", false},
+	} {
+		s := &v1.MysqlClusterStatus{Conditions: []metav1.Condition{{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tt.reason, Message: "the primary db-1 answers but is read-only (it restarted)"}}}
+		clearResolvedDegraded(s, "primary db-1; 2 replica(s) proven to replicate from it")
+		d := s.Conditions[0]
+		if cleared := d.Status == metav1.ConditionFalse; cleared != tt.clears {
+			t.Errorf("%s: cleared %v, want %v (%+v)", tt.reason, cleared, tt.clears, d)
+		}
+		if tt.clears && (d.Reason != "Converged" || d.Message != "primary db-1; 2 replica(s) proven to replicate from it") {
+			t.Errorf("%s: cleared as %s %q", tt.reason, d.Reason, d.Message)
+		}
+	}
+}
