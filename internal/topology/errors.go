@@ -54,6 +54,7 @@ const (
 	erInvalidRole           = 1959 // MariaDB: SET ROLE of a role not granted (or missing)
 	erBadDB                 = 1049 // unknown database
 	erNoSuchTable           = 1146
+	erTableAccessDenied     = 1142
 )
 
 // KindOf classifies an error from dialing, the driver or a statement.

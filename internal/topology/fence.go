@@ -158,6 +158,10 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 	case n == erNoSuchTable || n == erBadDB:
 		// Never written here: created by the write below.
 		missing, rows, err = true, []Row{{}}, nil
+	case n == erTableAccessDenied || n == erDBAccessDenied:
+		// Fail closed: an account made by an older mysqlctl lacks the grant until the
+		// accounts are ensured again (as root, which holds every privilege).
+		return 0, s.i.fail(s.op, fmt.Errorf("%w (the account needs CREATE, SELECT, INSERT, UPDATE on %s.*: ensure the orchestration account again)", err, FenceSchema), nil)
 	case err != nil:
 		return 0, err
 	case len(rows) != 1:

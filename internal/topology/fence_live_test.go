@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,6 +314,13 @@ func TestLiveEpochSurvivesRestartWithoutGTID(t *testing.T) {
 		if _, err := app.ExecContext(ctx, q); err == nil {
 			t.Fatalf("the application account ran %q", q)
 		}
+	}
+	// An account without the grant (one made by an older mysqlctl) fails closed.
+	ungranted := connect(t, s, Credentials{User: "appw", Password: "appw-Secret"})
+	defer ungranted.Close()
+	ungranted.Epoch = func() int64 { return e[1] }
+	if err := ungranted.Fence(ctx); err == nil || !strings.Contains(err.Error(), "ensure the orchestration account again") {
+		t.Fatalf("a fenced statement of an account without the grant on mysqlctl.*: %v", err)
 	}
 	s.Restart(t)
 	s.Exec(t, "SET GLOBAL read_only = ON") // read_only itself does not survive a restart
