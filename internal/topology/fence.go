@@ -91,8 +91,8 @@ func (i *Instance) fenceWait() time.Duration {
 	return DefaultFenceWait
 }
 
-// lockSeconds is a GET_LOCK timeout in whole seconds (at least 1).
-func lockSeconds(d time.Duration) int64 { return max(int64(d/time.Second), 1) }
+// lockSeconds is a GET_LOCK timeout in whole seconds, rounded up (at least 1).
+func lockSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
 // takeFence makes the session hold the server's fence lock under the
 // Instance's epoch, once per session (see the package comment above). It
@@ -156,8 +156,16 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 	missing := false
 	switch n := sqlErrorNumber(err); {
 	case n == erNoSuchTable || n == erBadDB:
-		// Never written here: created by the write below.
-		missing, rows, err = true, []Row{{}}, nil
+		// Never written here: created by the write below, which needs the fence
+		// state the failed query did not return (MySQL: super_read_only).
+		missing = true
+		if rows, err = s.raw(ctx, s.d.FenceStateQuery()); err != nil {
+			return 0, err
+		}
+		if len(rows) != 1 {
+			return 0, s.i.fail(s.op, errors.New("fence state query returned no row"), nil)
+		}
+		delete(rows[0], "epoch")
 	case n == erTableAccessDenied || n == erDBAccessDenied:
 		// Fail closed: an account made by an older mysqlctl lacks the grant until the
 		// accounts are ensured again (as root, which holds every privilege).
