@@ -340,3 +340,23 @@ func TestLiveEpochSurvivesRestartWithoutGTID(t *testing.T) {
 		t.Fatalf("gtid_binlog_pos %q -> %q", before, got)
 	}
 }
+
+// TestLiveEpochSessionOnKilledPooledConnection: fenced, every action runs on
+// a pinned session; one whose pooled connection was ended meanwhile (a kill
+// of client sessions ends this pool's idle ones too) still succeeds over
+// TCP, where the driver's liveness check at check-out lets database/sql
+// take another connection. (Over port-forward that check cannot see a
+// closed stream: see the README's loose ends.)
+func TestLiveEpochSessionOnKilledPooledConnection(t *testing.T) {
+	p := sharedFencePair(t)
+	ctx := context.Background()
+	in := actor(t, p.R, epochs(true, 1)[0])
+	must(t, in.Fence(ctx)) // leaves an idle connection in the pool
+	ids := p.R.DB(t).QueryRowContext(ctx, "SELECT GROUP_CONCAT(ID) FROM information_schema.PROCESSLIST WHERE USER = ?", orch.User)
+	var list string
+	must(t, ids.Scan(&list))
+	for _, id := range strings.Split(list, ",") {
+		p.R.Exec(t, "KILL CONNECTION "+id)
+	}
+	must(t, in.Fence(ctx))
+}
