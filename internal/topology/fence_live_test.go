@@ -346,7 +346,7 @@ func TestLiveEpochSurvivesRestartWithoutGTID(t *testing.T) {
 // of client sessions ends this pool's idle ones too) still succeeds over
 // TCP, where the driver's liveness check at check-out lets database/sql
 // take another connection. (Over port-forward that check cannot see a
-// closed stream: see the README's loose ends.)
+// closed stream; a pinned session does not retry its first statement there.)
 func TestLiveEpochSessionOnKilledPooledConnection(t *testing.T) {
 	p := sharedFencePair(t)
 	ctx := context.Background()
