@@ -410,7 +410,7 @@ func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 	f := newFakeServer(t)
 	f.onRow(versionQuery, "version", "8.4.3", "version_comment", "MySQL Community Server - GPL")
 	lockSQL := "SELECT IF(GET_LOCK(?, ?) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS holder"
-	epochSQL := "SELECT (SELECT epoch FROM mysqlctl.fence WHERE id = 1) AS epoch, @@global.super_read_only AS super_read_only"
+	epochSQL := "SELECT (SELECT epoch FROM mysqlctl.fence WHERE id = 1) AS epoch, @@global.read_only AS read_only, @@global.super_read_only AS super_read_only"
 	releaseSQL := "SELECT RELEASE_LOCK(?) AS fence, RELEASE_LOCK(?) AS own"
 	f.onRow(lockSQL, "got", 1, "holder", 12)
 	f.onRow(releaseSQL, "fence", 1, "own", 1)
@@ -454,7 +454,7 @@ func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 		{9, []string{lock, epochSQL, release}, ErrSuperseded},
 	} {
 		f.reset()
-		f.onRow(epochSQL, "epoch", c.stored, "super_read_only", 1)
+		f.onRow(epochSQL, "epoch", c.stored, "read_only", 1, "super_read_only", 1)
 		if err := inst.StopReplica(ctx); !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
 			t.Fatalf("stored epoch %v: %v, want %v", c.stored, err, c.err)
 		}
