@@ -102,7 +102,9 @@ func (c AccountCredentials) MissingApp() []string {
 // the replication account (REPLICATION SLAVE), the orchestration account (administration
 // without data privileges; on MariaDB it is granted topology.ReadOnlyAdminRole instead of
 // READ_ONLY ADMIN), the writing application account (DML and DDL on every non-system schema)
-// and the read-only application account (SELECT on every non-system schema). The application
+// and the read-only application account (SELECT on every non-system schema). topology.FenceSchema,
+// where each server keeps its fencing token, counts as a system schema: the orchestration
+// account keeps the token there, and the application accounts get no privilege on it. The application
 // accounts have no global privilege at all, so neither SUPER nor READ_ONLY ADMIN, no role,
 // and read_only (MariaDB) or super_read_only (MySQL) binds them; an application account whose
 // password the Secret lacks is left out (see MissingApp).

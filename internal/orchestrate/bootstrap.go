@@ -182,13 +182,20 @@ func (r *Runner) guard(what string) (time.Time, error) {
 	return r.Lease.ValidUntil(), nil
 }
 
-// connect opens a pod's server with every mutating statement guarded by the lease.
+// connect opens a pod's server with every mutating statement guarded by the lease and, under a
+// real Lease, fenced on the server by its epoch (topology.Instance.Epoch): a server another
+// actor touched under a newer epoch refuses, and that refusal ends this actor's lease.
 func (r *Runner) connect(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
 	in, err := r.Connect(ctx, pod, creds)
 	if err != nil {
 		return nil, err
 	}
 	in.Guard = r.guard
+	if l, ok := r.Lease.(*Lease); ok && l != nil {
+		token := l.FenceToken()
+		in.Epoch = func() int64 { return token }
+		in.Superseded = l.Supersede
+	}
 	return in, nil
 }
 
@@ -402,6 +409,11 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	// written from what was read (see persistWith below), never from those changes.
 	read := cluster.DeepCopy()
 	next, change, err := run()
+	if errors.Is(err, topology.ErrSuperseded) && !errors.Is(err, ErrLeaseLost) {
+		// A server keeps a newer epoch: another actor took over (the Lease was lost too, see
+		// Lease.Supersede); never a wait, a configuration stop or a mark on the cluster.
+		err = fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	}
 	var ny errNotYet
 	if ce := topology.AsConfigError(err); ce != nil {
 		if stopsAtRefusal(op) {

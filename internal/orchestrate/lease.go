@@ -371,6 +371,20 @@ func (l *Lease) Check() error {
 	return nil
 }
 
+// FenceToken is the epoch servers keep as their fencing token (topology.Instance.Epoch): the
+// transition count plus one, so that a Lease's first holder (count 0) is fenced too and 0 keeps
+// meaning "unfenced". It grows at every takeover, and with the transition count across a Lease
+// deleted while an operation is recorded (see AcquireLease's minEpoch).
+func (l *Lease) FenceToken() int64 { return int64(l.Epoch) + 1 }
+
+// Supersede marks the lease lost because a server refused a statement of this actor as older
+// than the epoch it keeps (topology.ErrSuperseded): another actor took the cluster over and
+// touched that server, whatever this actor's renewals say. Every later mutation and status write
+// is refused, so the operation ends as a lost lease, never with a mark such as Degraded.
+func (l *Lease) Supersede(err error) {
+	l.markLost(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+}
+
 // ValidUntil is the local time after which the lease is no longer valid unless renewed: a
 // mutation in flight is cut off there.
 func (l *Lease) ValidUntil() time.Time {

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -10,11 +11,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
 // TestLeaseOneActor: a second actor starting a new operation is refused at once while a live
@@ -293,5 +296,45 @@ func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 		t.Error("a waiter without TakeReleased also acquired the lease")
 	} else if !errors.Is(p.err, outcome.ErrHeld) {
 		t.Errorf("a waiter without TakeReleased: %v, want ErrHeld", p.err)
+	}
+}
+
+// TestLeaseFencesServersAndEndsWhenSuperseded: under a real Lease, the instances a Runner opens
+// carry the Lease's fencing token (its transition count plus one, so the first holder, count 0,
+// is fenced too), and a server's refusal of an older epoch (topology.ErrSuperseded) ends the
+// lease at once: every later mutation and status write is refused as a lost lease (ErrHeld),
+// and the stage engine reports it as ErrLeaseLost. Without a Lease, instances stay unfenced.
+func TestLeaseFencesServersAndEndsWhenSuperseded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := countingClient(t)
+	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "superseded", Namespace: "default"}}
+	_, l, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	open := func(context.Context, *corev1.Pod, topology.Credentials) (*topology.Instance, error) {
+		return topology.NewInstance("superseded-0", nil), nil
+	}
+	plain, err := (&Runner{Connect: open}).connect(ctx, &corev1.Pod{}, topology.Credentials{})
+	if err != nil || plain.Epoch != nil {
+		t.Fatalf("without a Lease: %v, epoch set %v", err, plain.Epoch != nil)
+	}
+	r := &Runner{Connect: open, Lease: l, Epoch: l.Epoch}
+	in, err := r.connect(ctx, &corev1.Pod{}, topology.Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Epoch == nil || in.Epoch() != int64(l.Epoch)+1 || in.Superseded == nil {
+		t.Fatalf("fencing token not set from the Lease (epoch %d)", l.Epoch)
+	}
+	if _, err := r.guard("fence"); err != nil {
+		t.Fatalf("a valid lease refused: %v", err)
+	}
+	in.Superseded(fmt.Errorf("superseded-0: %w", topology.ErrSuperseded))
+	_, err = r.guard("fence")
+	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, topology.ErrSuperseded) || !errors.Is(err, outcome.ErrHeld) {
+		t.Fatalf("after a server refused the epoch, the guard says %v", err)
 	}
 }

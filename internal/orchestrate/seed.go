@@ -27,7 +27,9 @@ const seedComponent = "seed"
 //  1. the target's binary log is reset (GTIDs the copy does not hold, errant ones on a rebuild,
 //     would refuse the copy's position) and every non-system database of it is dropped (a volume kept from an earlier life
 //     may hold one the primary dropped since), or, for a rebuild, its tables are set aside in
-//     a schema named topology.AsidePrefix+database, dropped once the copy has joined;
+//     a schema named topology.AsidePrefix+database, dropped once the copy has joined; the
+//     system schemas, and topology.FenceSchema (the target's own fencing token, which must not
+//     go back to the donor's epoch), are neither dropped nor copied;
 //  2. every non-system database of the donor is dumped in one consistent snapshot
 //     (--single-transaction) that ends with the donor's GTID position (--master-data --gtid
 //     writes SET GLOBAL gtid_slave_pos after the data), followed by the accounts and grants
@@ -54,7 +56,7 @@ src=%[3]s
 dst=%[4]s
 session="SET SESSION sql_log_bin=0; SET ROLE %[5]s;"
 q() { %[1]s -h "$1" -P %[6]d -uroot -N -B -e "$2"; }
-system="('mysql','information_schema','performance_schema','sys') AND schema_name NOT LIKE '%[9]s%%'"
+system="('mysql','information_schema','performance_schema','sys','%[11]s') AND schema_name NOT LIKE '%[9]s%%'"
 for db in $(q "$dst" "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN $system"); do
   if [ "%[8]t" = true ]; then
     echo "$session CREATE DATABASE IF NOT EXISTS `+"\\`%[10]s$db\\`"+`;" | %[1]s -h "$dst" -P %[6]d -uroot
@@ -106,7 +108,7 @@ echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$state';" | %[1]s -h 
 got=$(q "$dst" "SELECT @@gtid_binlog_pos")
 [ "$got" = "$pos" ] || { echo "mysqlctl seed: binlog restarted at [$got], not at the copied position [$pos]" >&2; exit 1; }
 echo "mysqlctl seed: done at GTID position [$pos]"
-`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), aside, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`), topology.AsidePrefix)
+`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), aside, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`), topology.AsidePrefix, topology.FenceSchema)
 }
 
 // BuildSeedJob returns the Job that copies the donor's data into the instance of the ordinal,

@@ -51,10 +51,29 @@ type Instance struct {
 	// token), so that an actor that was paused and lost its lease sends
 	// nothing when it wakes.
 	Guard func(what string) (deadline time.Time, err error)
+	// Epoch, when set and non-zero, is the fencing token the Guard's lease
+	// goes with (a number that grows at every takeover): every guarded
+	// statement then runs on a session that holds the server's fence lock
+	// and has checked, on the server, that no newer epoch touched it (see
+	// fence.go). A server touched by a newer epoch refuses with
+	// ErrSuperseded. Nil or 0 leaves the server unfenced.
+	Epoch func() int64
+	// FenceWait is how long a fenced session waits for another epoch's
+	// session to release the fence lock before it ends that session
+	// (default DefaultFenceWait).
+	FenceWait time.Duration
+	// Superseded, when set, is told every ErrSuperseded refusal before the
+	// action returns it, so that the caller stops acting everywhere at once
+	// (an orchestrator marks its lease lost).
+	Superseded func(error)
 
 	mu      sync.Mutex
 	dialect Dialect
 	closer  func() error
+	// afterFence, in tests, runs right before a guarded statement is sent
+	// (after the fence check, when fenced): the pause of an actor stuck
+	// mid-statement.
+	afterFence func(op string)
 }
 
 // NewInstance wraps a pool. secrets are strings that must never appear in
@@ -149,40 +168,50 @@ func (i *Instance) fail(op string, err error, s *Stmt) error {
 	return &OpError{Instance: i.Name, Op: op, Kind: KindOf(err), Err: err}
 }
 
-// exec runs statements in order on the pool.
+// exec runs statements in order on the pool; with an Epoch, on one fenced
+// session.
 func (i *Instance) exec(ctx context.Context, op string, stmts ...Stmt) error {
+	if i.epoch() != 0 {
+		d, err := i.Dialect(ctx)
+		if err != nil {
+			return err
+		}
+		return i.withSession(ctx, op, d, sessionOptions{}, func(s *pinnedSession) error { return s.execAll(stmts) })
+	}
 	ctx, cancel := i.bound(ctx)
 	defer cancel()
 	for _, s := range stmts {
-		if err := i.execGuarded(ctx, i.db, op, s); err != nil {
+		ctx, cancel, err := i.guard(ctx, op)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// execer runs one statement: the pool or a pinned session.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// execGuarded asks the Guard, then runs one statement within the Guard's deadline.
-func (i *Instance) execGuarded(ctx context.Context, db execer, op string, s Stmt) error {
-	if i.Guard != nil {
-		deadline, err := i.Guard(op + " on " + i.Name)
+		if h := i.afterFence; h != nil {
+			h(op)
+		}
+		_, err = i.db.ExecContext(ctx, s.SQL, s.Args...)
+		cancel()
 		if err != nil {
-			return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: err}
+			return i.fail(op, err, &s)
 		}
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-	}
-	if _, err := db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
-		return i.fail(op, err, &s)
 	}
 	return nil
+}
+
+// guard asks the Guard about one statement of op and returns the context
+// cut off at the Guard's deadline.
+func (i *Instance) guard(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if i.Guard == nil {
+		return ctx, func() {}, nil
+	}
+	deadline, err := i.Guard(op + " on " + i.Name)
+	if err != nil {
+		return nil, nil, &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: err}
+	}
+	if deadline.IsZero() {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return ctx, cancel, nil
 }
 
 // do detects the dialect and runs the statements build returns.
@@ -213,26 +242,53 @@ func (i *Instance) doElevated(ctx context.Context, op string, build func(Dialect
 	if err != nil {
 		return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: err}
 	}
-	return i.withSession(ctx, op, d, sessionOptions{elevate: true}, func(s *pinnedSession) error {
-		for _, st := range stmts {
-			if err := s.exec(st); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return i.withSession(ctx, op, d, sessionOptions{elevate: true}, func(s *pinnedSession) error { return s.execAll(stmts) })
 }
 
 // pinnedSession runs statements on one connection of the pool.
 type pinnedSession struct {
 	i    *Instance
+	d    Dialect
 	ctx  context.Context
 	conn *sql.Conn
 	op   string
+	// epoch is the lease epoch whose fence locks the session holds (0: none).
+	epoch int64
+	// broken is set when the session could not be restored: it is
+	// discarded instead of going back to the pool.
+	broken bool
 }
 
-// exec asks the Guard and runs one statement on the session.
-func (s *pinnedSession) exec(st Stmt) error { return s.i.execGuarded(s.ctx, s.conn, s.op, st) }
+// exec asks the Guard, takes the fence (once per session, with an Epoch)
+// and runs one statement on the session.
+func (s *pinnedSession) exec(st Stmt) error {
+	ctx, cancel, err := s.i.guard(s.ctx, s.op)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := s.takeFence(ctx); err != nil {
+		return err
+	}
+	if h := s.i.afterFence; h != nil {
+		h(s.op)
+	}
+	if _, err := s.conn.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+		return s.i.fail(s.op, err, &st)
+	}
+	return nil
+}
+
+// execAll runs statements in order on the session, stopping at the first
+// error.
+func (s *pinnedSession) execAll(stmts []Stmt) error {
+	for _, st := range stmts {
+		if err := s.exec(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // query runs a read on the session.
 func (s *pinnedSession) query(st Stmt) ([]Row, error) {
@@ -265,7 +321,7 @@ func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sess
 	if err != nil {
 		return i.fail(op, err, nil)
 	}
-	s := &pinnedSession{i: i, ctx: ctx, conn: conn, op: op}
+	s := &pinnedSession{i: i, d: d, ctx: ctx, conn: conn, op: op}
 	var undo []Stmt
 	defer func() {
 		// Restoring the session changes nothing on the server, so it is not
@@ -277,7 +333,10 @@ func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sess
 				undoErr = errors.Join(undoErr, i.fail(op, e, &undo[k]))
 			}
 		}
-		if undoErr != nil {
+		rctx, rcancel := restoreContext(ctx)
+		undoErr = errors.Join(undoErr, s.releaseFence(rctx))
+		rcancel()
+		if undoErr != nil || s.broken {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 			err = errors.Join(err, undoErr)
 		}

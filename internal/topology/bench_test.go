@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,4 +59,51 @@ func BenchmarkClassify(b *testing.B) {
 			b.Fatal("unexpected class")
 		}
 	}
+}
+
+// BenchmarkGuardedStatement measures one guarded statement (Fence: SET
+// GLOBAL read_only = ON on a session that enabled ReadOnlyAdminRole) on a
+// real MariaDB through the orchestration account, unfenced and fenced by an
+// epoch the server already stores (the steady state: fence locks, the epoch
+// read, the statement, the release; the one-off write of a new epoch is
+// not in the loop). It reports the median and 95th percentile per
+// statement; run with -benchtime=200x or more for stable percentiles.
+func BenchmarkGuardedStatement(b *testing.B) {
+	s := mariadbtest.Start(b, mariadbtest.Options{Name: "bench-fence"})
+	ctx := context.Background()
+	root := connect(b, s, rootCreds())
+	must(b, root.EnsureUser(ctx, UserSpec{User: orch.User, Password: orch.Password, Role: RoleOrchestration}, EnsureUserOptions{SkipBinlog: true}))
+	_ = root.Close()
+	for _, c := range []struct {
+		name  string
+		epoch int64
+	}{{"unfenced", 0}, {"fenced", 7}} {
+		b.Run(c.name, func(b *testing.B) {
+			in := actor(b, s, c.epoch)
+			must(b, in.Fence(ctx)) // warm pool; stores the epoch when fenced
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if err := in.Fence(ctx); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			reportPercentiles(b, took)
+		})
+	}
+}
+
+// reportPercentiles reports the median and 95th percentile of took (at
+// least 10 rounds) in microseconds.
+func reportPercentiles(b *testing.B, took []time.Duration) {
+	b.Helper()
+	if len(took) < 10 {
+		b.Logf("%d rounds: too few for percentiles (use -benchtime=200x)", len(took))
+		return
+	}
+	slices.Sort(took)
+	at := func(p float64) float64 { return float64(took[int(p*float64(len(took)-1))].Microseconds()) }
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.95), "p95-µs")
 }

@@ -107,6 +107,16 @@ type Dialect interface {
 	// WriteThroughSessionsQuery reports, with the columns USER, HOST, WHY
 	// and BLOCKING (USER and HOST are "%" for "every account").
 	WriteThroughAccountsQuery() Stmt
+	// FenceEpochQuery reads the epoch stored in FenceTable (column epoch,
+	// NULL without a row) and what FenceEpochWrite needs to know of the
+	// server. It fails with error 1146 when the table does not exist yet.
+	FenceEpochQuery() Stmt
+	// FenceEpochWrite returns the statements that raise the stored epoch to
+	// epoch (creating FenceTable first when create is set), with binary
+	// logging off for the session and through the fence, and those that put
+	// back what they lifted, run whatever happened. state is
+	// FenceEpochQuery's row.
+	FenceEpochWrite(epoch int64, create bool, state map[string]string) (do, undo []Stmt)
 	// Elevate returns the statement that gives this session the right to
 	// change read_only and to write through it (MariaDB: SET ROLE of
 	// ReadOnlyAdminRole) and the one that takes it back; ok is false where
@@ -233,17 +243,19 @@ const (
 	RoleReplication UserRole = iota
 	// RoleOrchestration can do everything this package does: observe,
 	// fence, kill connections, re-point, wait, semi-sync, create the
-	// replication account. It gets no data privileges beyond that. On
+	// replication account, keep the fencing token (CREATE, SELECT, INSERT,
+	// UPDATE on FenceSchema). It gets no data privileges beyond that. On
 	// MariaDB it does not hold READ_ONLY ADMIN: it is granted
 	// ReadOnlyAdminRole, which this package enables only on the one session
 	// that runs a statement needing it.
 	RoleOrchestration
 	// RoleAppWriter is an application account: DML and DDL on every schema
-	// except the system schemas (mysql, sys, performance_schema), no global
+	// except the system schemas (mysql, sys, performance_schema, and this
+	// tool's FenceSchema), no global
 	// privilege, so read_only (MariaDB) and super_read_only (MySQL) stop it.
 	RoleAppWriter
 	// RoleAppReader is a read-only application account: SELECT on every
-	// schema except mysql and sys.
+	// schema except mysql, sys and FenceSchema.
 	RoleAppReader
 )
 
@@ -409,7 +421,9 @@ const appWriterPrivileges = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER
 // most specific matching entry, so an exact entry for `mysql` (SHOW VIEW,
 // which reads nothing but view definitions) replaces the wildcard there.
 // Verified on MariaDB 10.11: the writer creates databases and tables but
-// gets error 1142/1044 on mysql.* and sys.*. performance_schema refuses
+// gets error 1142/1044 on mysql.* and sys.*; FenceSchema gets the same
+// exact entry, so no application account can create, read or change the
+// fencing token (FenceTable). performance_schema refuses
 // SHOW VIEW grants, so it gets SELECT (the wildcard would give SELECT too,
 // and its own rules refuse DDL; the exact entry takes UPDATE of the setup
 // tables and TRUNCATE away). On MySQL this relies on partial_revokes=OFF
@@ -422,6 +436,7 @@ func appGrants(role UserRole, acct string) ([]Stmt, error) {
 			stmt("GRANT " + appWriterPrivileges + " ON `%`.* TO " + acct),
 			stmt("GRANT SHOW VIEW ON `mysql`.* TO " + acct),
 			stmt("GRANT SHOW VIEW ON `sys`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `" + FenceSchema + "`.* TO " + acct),
 			stmt("GRANT SELECT ON `performance_schema`.* TO " + acct),
 		}, nil
 	case RoleAppReader:
@@ -429,8 +444,32 @@ func appGrants(role UserRole, acct string) ([]Stmt, error) {
 			stmt("GRANT SELECT ON `%`.* TO " + acct),
 			stmt("GRANT SHOW VIEW ON `mysql`.* TO " + acct),
 			stmt("GRANT SHOW VIEW ON `sys`.* TO " + acct),
+			stmt("GRANT SHOW VIEW ON `" + FenceSchema + "`.* TO " + acct),
 		}, nil
 	default:
 		return nil, fmt.Errorf("unknown role %d", role)
 	}
+}
+
+// fenceEpochWrite are the statements of FenceEpochWrite that every flavor
+// shares, between its own steps that lift and restore the fence: the
+// schema and table (created only when missing: on a read-only server they
+// need the same rights as the write) and the write, which never lowers the
+// stored epoch.
+func fenceEpochWrite(epoch int64, create bool) []Stmt {
+	var out []Stmt
+	if create {
+		out = append(out,
+			stmt("CREATE DATABASE IF NOT EXISTS "+FenceSchema),
+			stmt("CREATE TABLE IF NOT EXISTS "+FenceTable+" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"))
+	}
+	return append(out, stmt("INSERT INTO "+FenceTable+" (id, epoch) VALUES (1, ?) ON DUPLICATE KEY UPDATE epoch = GREATEST(epoch, ?)", epoch, epoch))
+}
+
+// fenceEpochSQL reads the stored epoch (NULL without a row).
+const fenceEpochSQL = "SELECT (SELECT epoch FROM " + FenceTable + " WHERE id = 1) AS epoch"
+
+// fenceGrant gives the orchestration account what the fencing token needs.
+func fenceGrant(acct string) Stmt {
+	return stmt("GRANT CREATE, SELECT, INSERT, UPDATE ON `" + FenceSchema + "`.* TO " + acct)
 }

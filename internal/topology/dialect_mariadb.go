@@ -109,6 +109,18 @@ func (d mariadbDialect) FenceStateQuery() Stmt { return stmt("SELECT @@global.re
 
 func (d mariadbDialect) MakeWritable() []Stmt { return []Stmt{stmt("SET GLOBAL read_only = OFF")} }
 
+func (d mariadbDialect) FenceEpochQuery() Stmt { return stmt(fenceEpochSQL) }
+
+// FenceEpochWrite writes through read_only with ReadOnlyAdminRole enabled
+// for the session (a server's root that holds READ_ONLY ADMIN itself gets
+// error 1959 from SET ROLE, which Instance tolerates). sql_log_bin=0 keeps
+// the write out of the binary log and so out of gtid_binlog_pos.
+func (d mariadbDialect) FenceEpochWrite(epoch int64, create bool, _ map[string]string) ([]Stmt, []Stmt) {
+	on, off, _ := d.Elevate()
+	do := append([]Stmt{stmt("SET SESSION sql_log_bin = 0"), on}, fenceEpochWrite(epoch, create)...)
+	return do, []Stmt{off, stmt("SET SESSION sql_log_bin = 1")}
+}
+
 func (d mariadbDialect) ClientConnectionsQuery(exclude []string) (Stmt, error) {
 	return clientConnectionsSQL(exclude)
 }
@@ -339,6 +351,7 @@ func (d mariadbDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 				" CREATE USER ON *.* TO "+acct+" WITH GRANT OPTION"),
 			stmt("GRANT SELECT ON mysql.global_priv TO "+acct),
 			stmt("GRANT SELECT ON mysql.roles_mapping TO "+acct),
+			fenceGrant(acct),
 			stmt("GRANT "+ReadOnlyAdminRole+" TO "+acct),
 			stmt("REVOKE READ_ONLY ADMIN ON *.* FROM "+acct),
 			stmt("SET DEFAULT ROLE NONE FOR "+acct),

@@ -143,6 +143,31 @@ func (d mysqlDialect) MakeWritable() []Stmt {
 	return []Stmt{stmt("SET GLOBAL super_read_only = OFF"), stmt("SET GLOBAL read_only = OFF")}
 }
 
+func (d mysqlDialect) FenceEpochQuery() Stmt {
+	return stmt(fenceEpochSQL + ", @@global.read_only AS read_only, @@global.super_read_only AS super_read_only")
+}
+
+// FenceEpochWrite lifts super_read_only for the write when it is on, and
+// only that: read_only stays on, so application accounts stay fenced during
+// the write (the orchestration account's CONNECTION_ADMIN, or SUPER on 5.7,
+// writes through read_only but not through super_read_only). It puts
+// super_read_only back on whenever read_only is on, which mysqlctl never
+// leaves without it: so a session killed between lifting and restoring (an
+// older actor's, ended by a newer one; see fence.go) leaves a fenced server
+// as it found it once the next epoch is written.
+// https://dev.mysql.com/doc/refman/8.4/en/server-system-variables.html#sysvar_super_read_only
+func (d mysqlDialect) FenceEpochWrite(epoch int64, create bool, state map[string]string) ([]Stmt, []Stmt) {
+	do := []Stmt{stmt("SET SESSION sql_log_bin = 0")}
+	var undo []Stmt
+	if state["super_read_only"] == "1" {
+		do = append(do, stmt("SET GLOBAL super_read_only = OFF"))
+	}
+	if state["super_read_only"] == "1" || state["read_only"] == "1" {
+		undo = append(undo, stmt("SET GLOBAL super_read_only = ON"))
+	}
+	return append(do, fenceEpochWrite(epoch, create)...), append(undo, stmt("SET SESSION sql_log_bin = 1"))
+}
+
 func (d mysqlDialect) ClientConnectionsQuery(exclude []string) (Stmt, error) {
 	return clientConnectionsSQL(exclude)
 }
@@ -311,7 +336,7 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 		}
 		out = append(out, d.adminInterfaceGrant(acct)...)
 		// INSTALL PLUGIN writes mysql.plugin (semi-sync plugins).
-		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct))
+		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct), fenceGrant(acct))
 	case RoleAppWriter, RoleAppReader:
 		// No global privilege is granted, so neither SUPER nor
 		// CONNECTION_ADMIN; super_read_only binds every account anyway.

@@ -14,6 +14,8 @@
 //   - Instance executes one small, idempotent action at a time (fence,
 //     verify the fence, kill client connections, stop/start replication,
 //     re-point, reset, make writable, wait for GTIDs, semi-sync, users).
+//     With an Epoch, its mutations are fenced on the server too: a server
+//     touched by a newer Lease epoch refuses them (fence.go, ErrSuperseded).
 //
 // Every statement lives in a Dialect, one per flavor (MySQL 5.7, 8.0, 8.4,
 // MariaDB 10.11+), chosen from what the server reports in @@version and

@@ -52,6 +52,9 @@ const (
 	erCannotUser            = 1396
 	erOptionPreventsStmt    = 1290 // --read-only / --super-read-only
 	erInvalidRole           = 1959 // MariaDB: SET ROLE of a role not granted (or missing)
+	erBadDB                 = 1049 // unknown database
+	erNoSuchTable           = 1146
+	erTableAccessDenied     = 1142
 )
 
 // KindOf classifies an error from dialing, the driver or a statement.

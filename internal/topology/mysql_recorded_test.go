@@ -402,3 +402,66 @@ func TestInstanceFollowsUpgrade(t *testing.T) {
 		t.Fatalf("after the upgrade: %v", got)
 	}
 }
+
+// TestActionsRecordedMySQL84Fenced pins the statement sequence of a fenced
+// statement on MySQL 8.4 (fence.go): the fence locks, the stored epoch read
+// after them, the first write of the token (table created, super_read_only
+// lifted for it alone and put back, no binary logging), the statement, the
+// release; and a refusal of an older epoch, which sends no statement.
+func TestActionsRecordedMySQL84Fenced(t *testing.T) {
+	f := newFakeServer(t)
+	f.onRow(versionQuery, "version", "8.4.3", "version_comment", "MySQL Community Server - GPL")
+	lockSQL := "SELECT IF(GET_LOCK(?, ?) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS holder"
+	epochSQL := "SELECT (SELECT epoch FROM mysqlctl.fence WHERE id = 1) AS epoch, @@global.read_only AS read_only, @@global.super_read_only AS super_read_only"
+	releaseSQL := "SELECT RELEASE_LOCK(?) AS fence, RELEASE_LOCK(?) AS own"
+	f.onRow(lockSQL, "got", 1, "holder", 12)
+	f.onRow(releaseSQL, "fence", 1, "own", 1)
+	f.fail(epochSQL, &mysql.MySQLError{Number: erNoSuchTable, Message: "Table 'mysqlctl.fence' doesn't exist"})
+	stateSQL := "SELECT @@global.read_only AS read_only, @@global.super_read_only AS super_read_only"
+	f.onRow(stateSQL, "read_only", 1, "super_read_only", 1)
+	db := f.db()
+	defer db.Close()
+	inst := NewInstance("mysql-0", db)
+	inst.Epoch = func() int64 { return 5 }
+	ctx := context.Background()
+	lock := lockSQL + " [mysqlctl.fence.5, 30, mysqlctl.fence, 2, mysqlctl.fence]"
+	release := releaseSQL + " [mysqlctl.fence, mysqlctl.fence.5]"
+
+	must(t, inst.Fence(ctx))
+	want := []string{
+		versionQuery, lock, epochSQL, stateSQL,
+		"SET SESSION sql_log_bin = 0",
+		"SET GLOBAL super_read_only = OFF",
+		"CREATE DATABASE IF NOT EXISTS mysqlctl",
+		"CREATE TABLE IF NOT EXISTS mysqlctl.fence (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO mysqlctl.fence (id, epoch) VALUES (1, ?) ON DUPLICATE KEY UPDATE epoch = GREATEST(epoch, ?) [5, 5]",
+		"SET GLOBAL super_read_only = ON",
+		"SET SESSION sql_log_bin = 1",
+		"SET GLOBAL super_read_only = ON",
+		release,
+	}
+	if got := f.statements(); !slices.Equal(got, want) {
+		t.Errorf("first fenced statement sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	f.mu.Lock()
+	delete(f.errs, epochSQL)
+	f.mu.Unlock()
+	for _, c := range []struct {
+		stored any
+		want   []string
+		err    error
+	}{
+		{5, []string{lock, epochSQL, "STOP REPLICA", release}, nil},
+		{9, []string{lock, epochSQL, release}, ErrSuperseded},
+	} {
+		f.reset()
+		f.onRow(epochSQL, "epoch", c.stored, "read_only", 1, "super_read_only", 1)
+		if err := inst.StopReplica(ctx); !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+			t.Fatalf("stored epoch %v: %v, want %v", c.stored, err, c.err)
+		}
+		if got := f.statements(); !slices.Equal(got, c.want) {
+			t.Errorf("stored epoch %v sent:\n%s\nwant:\n%s", c.stored, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+}

@@ -101,6 +101,7 @@ func TestReadOnlyAdminRecordedMariaDB(t *testing.T) {
 			"GRANT " + appWriterPrivileges + " ON `%`.* TO 'app'@'%'",
 			"GRANT SHOW VIEW ON `mysql`.* TO 'app'@'%'",
 			"GRANT SHOW VIEW ON `sys`.* TO 'app'@'%'",
+			"GRANT SHOW VIEW ON `mysqlctl`.* TO 'app'@'%'",
 			"GRANT SELECT ON `performance_schema`.* TO 'app'@'%'",
 			"REVOKE SUPER, READ_ONLY ADMIN ON *.* FROM 'app'@'%'",
 			"SET DEFAULT ROLE NONE FOR 'app'@'%'",

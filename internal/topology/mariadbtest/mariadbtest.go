@@ -81,6 +81,7 @@ type Server struct {
 	DataDir string
 
 	cmd     *exec.Cmd
+	args    []string      // mariadbd's arguments, for Restart
 	done    chan struct{} // closed once the process has been waited for
 	waitErr error
 	sockDir string
@@ -264,6 +265,7 @@ func launch(o Options, tpl, dataDir string) (*Server, error) {
 	if o.SkipNetworking {
 		args = append(args, "--skip-networking")
 	}
+	s.args = args
 	if err := s.spawn(args); err != nil {
 		_ = os.RemoveAll(sockDir)
 		return nil, err
@@ -509,6 +511,24 @@ func (s *Server) Kill(tb testing.TB) {
 	tb.Helper()
 	s.kill()
 	s.stopped.Store(true)
+}
+
+// Restart kills the server with SIGKILL, as a crashed pod, and starts it
+// again on the same data directory, address and options (InnoDB recovers
+// what was committed). Connections of pools opened before reconnect.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.kill()
+	s.done = make(chan struct{})
+	if err := s.spawn(s.args); err != nil {
+		s.stopped.Store(true)
+		tb.Fatalf("restarting %s: %v", s.Name, err)
+	}
+	if err := s.waitReady(60 * time.Second); err != nil {
+		s.kill()
+		s.stopped.Store(true)
+		tb.Fatalf("restarting %s: %v; error log:\n%s", s.Name, err, s.logTail())
+	}
 }
 
 func (s *Server) kill() {
