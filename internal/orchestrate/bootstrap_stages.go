@@ -357,8 +357,13 @@ func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, op
 	sort.Strings(names)
 	for _, name := range names {
 		if i := slices.IndexFunc(s.AbsentInstances, func(a v1.AbsentInstance) bool { return a.Name == name }); i >= 0 {
-			if a := &s.AbsentInstances[i]; a.Bound == "" && bounds[name] != "" {
+			// The converge's bound (the primary's position read after its replica list, which
+			// does not name the member) is read now: it is at least the recorded one, which the
+			// member may have passed since (reconnecting between two passes). The higher bound
+			// is the safe one.
+			if a := &s.AbsentInstances[i]; bounds[name] != "" && a.Bound != bounds[name] {
 				a.Reason, _, _ = strings.Cut(a.Reason, "; "+noBoundYet)
+				a.Reason, _, _ = strings.Cut(a.Reason, "; "+boundByConverge)
 				a.Bound, a.Reason = bounds[name], a.Reason+"; "+boundByConverge
 			}
 			continue

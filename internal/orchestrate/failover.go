@@ -806,16 +806,12 @@ func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topolo
 			return err
 		}
 	}
-	if err := in.Repoint(ctx, topology.SourceSpec{
+	// The acknowledging side is on before the receiver first connects (see SourceSpec.SemiSync).
+	return in.Repoint(ctx, topology.SourceSpec{
 		Host: host, Port: port, User: ReplicationUser, Password: creds.replication,
 		ConnectRetry: time.Second, HeartbeatPeriod: ReplicaHeartbeat, ResumeFromBinlog: resumesFromBinlog(s),
-	}); err != nil {
-		return err
-	}
-	if c.Spec.SemiSync.SemiSyncEnabled() {
-		return in.EnableSemiSyncReplica(ctx)
-	}
-	return nil
+		SemiSync: c.Spec.SemiSync.SemiSyncEnabled(),
+	})
 }
 
 // resumesFromBinlog reports whether a MariaDB instance's binlog holds transactions its

@@ -253,10 +253,19 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 			return "", nil, oerr
 		}
 		missingN = missing(cs, ev.FencedGTIDSet)
-		if err != nil && !ev.SemiSyncProven && !forced {
-			// Without semi-sync's guarantee the transactions it lacks may have been
-			// acknowledged: keep waiting (abort rolls back, --force overrides).
-			return "", nil, notYet("%s still lacks %d transaction(s) of the fenced primary's %s, which may have been acknowledged (semi-sync is not guaranteeing otherwise)", ev.Candidate, missingN, ev.FencedGTIDSet)
+		// Semi-sync's guarantee (what a replica acknowledged, a survivor holds) speaks for the
+		// survivors only: an absent member the election passed on its recorded bound may be
+		// the replica that acknowledged what the candidate lacks (it may have received more
+		// since its bound was read). Then only the fenced primary's whole set bounds it.
+		passed := absentPassed(ev.Rejected)
+		if err != nil && (!ev.SemiSyncProven || len(passed) > 0) && !forced {
+			why := "semi-sync is not guaranteeing otherwise"
+			if len(passed) > 0 {
+				why = "the absent member(s) passed by the election, " + strings.Join(passed, ", ") + ", may have acknowledged them"
+			}
+			// Without that guarantee the transactions it lacks may have been acknowledged:
+			// keep waiting (abort rolls back, --force overrides).
+			return "", nil, notYet("%s still lacks %d transaction(s) of the fenced primary's %s, which may have been acknowledged (%s)", ev.Candidate, missingN, ev.FencedGTIDSet, why)
 		}
 	}
 	return StagePromoting, func(s *v1.MysqlClusterStatus) { evidenceOf(s).TransactionsMissing = missingN }, nil

@@ -114,6 +114,14 @@ func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps ma
 		return
 	}
 	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		// Written only by the supervisor that holds its Lease, and never under an operation
+		// but a converge: a failover reads these bounds, and a stale pass must not lower them.
+		if err := w.supGuard("record absent members"); err != nil {
+			return err
+		}
+		if s.Operation != nil && s.Operation.Type != OperationConverge {
+			return errLostRace
+		}
 		s.AbsentInstances = want
 		return nil
 	})

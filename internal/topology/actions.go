@@ -707,6 +707,11 @@ func (i *Instance) StartIOThread(ctx context.Context) error {
 // sets gtid_slave_pos, which writes mysql.gtid_slave_pos and so needs
 // READ_ONLY ADMIN on a read-only server: those statements run elevated.
 func (i *Instance) Repoint(ctx context.Context, spec SourceSpec) error {
+	if spec.SemiSync {
+		if err := i.ensurePlugin(ctx, SemiSyncReplica); err != nil {
+			return err
+		}
+	}
 	do := i.do
 	if spec.ResumeFromBinlog {
 		do = i.doElevated
@@ -716,7 +721,11 @@ func (i *Instance) Repoint(ctx context.Context, spec SourceSpec) error {
 		if err != nil {
 			return nil, err
 		}
-		return append(append([]Stmt{d.StopReplica()}, change...), d.StartReplica()), nil
+		out := append([]Stmt{d.StopReplica()}, change...)
+		if spec.SemiSync {
+			out = append(out, d.EnableSemiSyncReplica()...)
+		}
+		return append(out, d.StartReplica()), nil
 	})
 }
 

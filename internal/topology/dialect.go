@@ -214,6 +214,13 @@ type SourceSpec struct {
 	// ask the new source for transactions it already has. MySQL's
 	// auto-positioning uses gtid_executed and needs no such step.
 	ResumeFromBinlog bool
+	// SemiSync turns the replica's acknowledging side on before replication starts, so that
+	// its first connection is a semi-sync one. A source starved of acknowledgements flags the
+	// events it waits for only to a semi-sync replica: one that first catches up without the
+	// side on and then reconnects with it has already received the waited transaction, is
+	// never asked for it, and, when no new commit can reach the binary log (every session of
+	// the source waits behind that one), the source waits for good (measured on MariaDB 10.11).
+	SemiSync bool
 }
 
 // SemiSyncSide is the source or the replica side of semi-sync replication.

@@ -106,6 +106,9 @@ func (o ObserveOptions) timeout() time.Duration {
 	return 5 * time.Second
 }
 
+// binlogListWait bounds the listing of the binary logs while commits wait for acknowledgements.
+const binlogListWait = 500 * time.Millisecond
+
 const versionQuery = "SELECT @@version AS version, @@version_comment AS version_comment"
 
 // Observe gathers one instance's state: flavor, identity, read-only flags,
@@ -194,9 +197,17 @@ func Observe(ctx context.Context, name string, q Querier, opts ObserveOptions) S
 		case !semiSyncKnown || snap.SemiSync.Starved():
 			snap.Warnings = append(snap.Warnings, "purged position unknown: not read while commits may wait for a semi-sync acknowledgement (listing the binary logs would wait with them)")
 		default:
-			if err := readPurgedPos(ctx, q, d, s, &snap.GTID); err != nil {
+			// Commits waiting beside enough connected replicas get their acknowledgements in
+			// moments; the listing waits at most binlogListWait for them, and a primary whose
+			// acknowledgements stopped anyway costs a check nothing but the purged position.
+			lctx, cancel := ctx, context.CancelFunc(func() {})
+			if snap.SemiSync.SourceActive && snap.SemiSync.WaitSessions > 0 {
+				lctx, cancel = context.WithTimeout(ctx, binlogListWait)
+			}
+			if err := readPurgedPos(lctx, q, d, s, &snap.GTID); err != nil {
 				snap.Warnings = append(snap.Warnings, "purged position unknown: "+sanitize(err, opts.Secrets).Error())
 			}
+			cancel()
 		}
 	}
 	if ctx.Err() != nil {

@@ -263,12 +263,10 @@ type SemiSyncState struct {
 
 // Starved reports whether commits wait, or would wait, for an acknowledgement no replica is
 // there to give: the source side is active with fewer semi-sync replicas connected than it waits
-// for, or sessions are waiting right now. A starved server's commit leader holds the binlog lock.
+// for. A starved server's commit leader holds the binlog lock until one returns. (Sessions
+// waiting beside enough connected replicas are a busy primary's normal state: theirs arrive.)
 func (s SemiSyncState) Starved() bool {
-	if !s.SourceActive {
-		return false
-	}
-	return s.WaitSessions > 0 || s.SourceClients < max(s.WaitForReplicas, 1)
+	return s.SourceActive && s.SourceClients < max(s.WaitForReplicas, 1)
 }
 
 // ParseSemiSync reads SHOW GLOBAL VARIABLES/STATUS LIKE 'rpl_semi_sync%'

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,10 +65,18 @@ type starvedCluster struct {
 	name, root, primary string
 	victims             []string
 	watch               *watchProc
+	// fill is how many more application sessions open at the kill, each committing and so
+	// waiting, so that the waiting sessions take every connection slot of the server's port
+	// (as an application's connection pool retrying its timed-out commits does) before the
+	// replicas are back; 0 for none.
+	fill int
 }
 
 func startStarved(t *testing.T, ctx context.Context, name string, replicas int, createArgs ...string) *starvedCluster {
 	sc := &starvedCluster{name: name, root: appCluster(t, ctx, name, replicas, createArgs...)}
+	if len(createArgs) > 0 {
+		sc.fill = 24 // more than max_connections (20) leaves beside the writers
+	}
 	sc.watch = startWatch(t, nil, name)
 	sc.watch.supervising(t, ctx)
 	sc.primary = getCluster(t, ctx, name).Status.CurrentPrimary
@@ -116,6 +125,12 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 			t.Fatal(err)
 		}
 	}
+	fillers := sc.fillSlots(ctx, round)
+	defer func() {
+		if t.Failed() {
+			sc.dump(t, ctx)
+		}
+	}()
 	back := sc.restarted(t, ctx, restarts)
 	// No command: watch alone must bring the writes back.
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -135,6 +150,8 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 		all = maxTime(all, a)
 	}
 	stopAll()
+	fillAcked, fillRefused := fillers()
+	tooMany += fillRefused
 	pdb := db(t, mustPodAddr(t, ctx, sc.primary), sc.root)
 	for _, wr := range ws {
 		wr.mu.Lock()
@@ -143,6 +160,8 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 		total, tooMany = total+len(acked), tooMany+wr.tooMany
 		holdsAckedFrom(t, ctx, sc.primary, pdb, acked)
 	}
+	holdsAckedFrom(t, ctx, sc.primary, pdb, fillAcked)
+	total += len(fillAcked)
 	for _, v := range sc.victims {
 		d := db(t, mustPodAddr(t, ctx, v), sc.root)
 		replicatesFrom(t, ctx, v, sc.primary, d)
@@ -152,6 +171,97 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 		}
 	}
 	return back.Sub(killed), all.Sub(back), total, tooMany
+}
+
+// fillSlots opens sc.fill application sessions on the primary at once, each committing one row
+// (ids from 2,000,000,000 + round*1,000), which wait with the starved commits. The returned
+// function waits for them and returns the ids acknowledged and how many sessions the server
+// refused with "Too many connections".
+func (sc *starvedCluster) fillSlots(ctx context.Context, round int) func() ([]int, int) {
+	if sc.fill == 0 {
+		return func() ([]int, int) { return nil, 0 }
+	}
+	addrs, err := r.ServiceAddrs(ctx, "default", sc.name+"-primary", "mysql")
+	if err != nil || len(addrs) != 1 {
+		return func() ([]int, int) { return nil, 0 }
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var acked []int
+	refused := 0
+	for i := range sc.fill {
+		id := 2_000_000_000 + round*1_000 + i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := sql.Open("mysql", rig.DSN(addrs[0], "app", "app-pass"))
+			if err != nil {
+				return
+			}
+			defer func() { _ = d.Close() }()
+			fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			_, err = d.ExecContext(fctx, "INSERT INTO app.w VALUES (?)", id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				acked = append(acked, id)
+			case strings.Contains(err.Error(), "1040"):
+				refused++
+			}
+		}()
+	}
+	return func() ([]int, int) {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		slices.Sort(acked)
+		return acked, refused
+	}
+}
+
+// dump logs what the primary's sessions and semi-sync, and the replicas' receivers, show (read
+// through the admin port), for a round that failed.
+func (sc *starvedCluster) dump(t *testing.T, ctx context.Context) {
+	addr, err := r.PodAddr(ctx, "default", sc.primary, orchestrate.AdminPort)
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	d := db(t, addr, sc.root)
+	for _, q := range []string{
+		"SELECT USER, COMMAND, STATE, TIME, LEFT(COALESCE(INFO, ''), 60) FROM information_schema.PROCESSLIST ORDER BY TIME DESC",
+		"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master%'", "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_master%'", "SHOW SLAVE HOSTS",
+		"SHOW GLOBAL STATUS LIKE 'Threads_connected'", "SHOW GLOBAL STATUS LIKE 'Connection_errors_max_connections'",
+	} {
+		rows, err := d.QueryContext(ctx, q)
+		if err != nil {
+			t.Logf("dump %s: %v", q, err)
+			continue
+		}
+		cols, _ := rows.Columns()
+		var lines []string
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			_ = rows.Scan(ptrs...)
+			var f []string
+			for _, v := range vals {
+				f = append(f, v.String)
+			}
+			lines = append(lines, strings.Join(f, " | "))
+		}
+		_ = rows.Close()
+		t.Logf("dump %s:\n%s", q, strings.Join(lines, "\n"))
+	}
+	for _, v := range sc.victims {
+		s, err := slaveStatus(ctx, db(t, mustPodAddr(t, ctx, v), sc.root))
+		t.Logf("dump %s: IO %s SQL %s port %s errno %s %s semi %v", v, s["Slave_IO_Running"], s["Slave_SQL_Running"], s["Master_Port"], s["Last_IO_Errno"], s["Last_IO_Error"], err)
+	}
 }
 
 // restarted waits until every victim is Ready again on a new container, and returns when.
