@@ -37,6 +37,10 @@ type Assessment struct {
 	Reason string
 	// Failover is true when an automatic failover must start now.
 	Failover bool
+	// Reopen is true when the primary restarted and answers read-only inside failover.cooldown:
+	// the same primary is reopened in place (a converge: its replicas re-joined, semi-sync and
+	// writes turned on), which is no failover, so the cooldown does not hold it.
+	Reopen bool
 	// Next is when to check again: a fraction of the interval while a strong signal (a refused
 	// connection, a pod gone, a read-only answer) is being confirmed, the interval otherwise.
 	Next time.Duration
@@ -113,6 +117,11 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 		return Assessment{State: HAFailoverRequired, Reason: j.Reason + "; spec.paused is set, so nothing is done automatically: run '" + cmd + "'", Next: p.Interval}
 	case !p.Auto:
 		return Assessment{State: HAFailoverRequired, Reason: j.Reason + "; failover.auto is false: run '" + cmd + "'", Next: p.Interval}
+	case !p.LastFailover.IsZero() && now.Sub(p.LastFailover) < p.Cooldown && j.Verdict == ReadOnly:
+		// It restarted (a primary made read-only on purpose was answered above): nothing was
+		// promoted since, and it holds everything it acknowledged.
+		return Assessment{State: HASuspected, Reason: fmt.Sprintf("%s; inside failover.cooldown (the last failover finished %s ago) the same primary is reopened in place, which is not a failover",
+			j.Reason, now.Sub(p.LastFailover).Round(time.Second)), Reopen: true, Next: p.Interval}
 	case !p.LastFailover.IsZero() && now.Sub(p.LastFailover) < p.Cooldown:
 		return Assessment{State: HADegraded, Reason: fmt.Sprintf("%s; the last failover finished %s ago, inside failover.cooldown (%s), so no automatic failover (anti-flapping): run '%s' if a person judges it safe",
 			j.Reason, now.Sub(p.LastFailover).Round(time.Second), p.Cooldown, cmd), Next: p.Interval}

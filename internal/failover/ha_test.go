@@ -41,11 +41,17 @@ func TestAssess(t *testing.T) {
 		{"auto off", []Check{refused, refused, refused}, dead, Policy{Threshold: 3}, HAFailoverRequired, false, time.Second, "failover.auto is false"},
 		{"inside the cooldown", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute)}, HADegraded, false, time.Second, "mysqlctl failover demo"},
 		{"past the cooldown", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-6 * time.Minute)}, HAFailoverRequired, true, time.Second, "dead"},
+		{"restarted read-only inside the cooldown: reopened in place", []Check{refused, refused, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"},
+			Policy{Threshold: 3, Interval: time.Second, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute), LastWritable: now.Add(-5 * time.Second)}, HASuspected, false, time.Second, "reopened in place"},
+		{"made read-only inside the cooldown: a person decides", []Check{roOld, roOld, roOld}, Judgement{Verdict: ReadOnly, Reason: "read-only"},
+			Policy{Threshold: 3, Interval: time.Second, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute), LastWritable: now.Add(-5 * time.Second)}, HASuspected, false, time.Second, "has not restarted"},
+		{"restarted read-only inside the cooldown, paused: nothing", []Check{refused, refused, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"},
+			Policy{Threshold: 3, Interval: time.Second, Auto: true, Paused: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute), LastWritable: now.Add(-5 * time.Second)}, HAFailoverRequired, false, time.Second, "spec.paused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Assess("demo", tc.checks, tc.j, tc.p, now)
-			if a.State != tc.state || a.Failover != tc.failover || a.Next != tc.next || !strings.Contains(a.Reason, tc.reason) {
+			if a.State != tc.state || a.Failover != tc.failover || a.Next != tc.next || !strings.Contains(a.Reason, tc.reason) || a.Reopen != strings.Contains(tc.name, "reopened in place") {
 				t.Errorf("Assess = %+v; want state %s failover %v next %s reason containing %q", a, tc.state, tc.failover, tc.next, tc.reason)
 			}
 		})

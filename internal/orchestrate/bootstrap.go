@@ -739,6 +739,15 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	if err != nil {
 		return false, err
 	}
+	// The primary itself, for a converge about to act (reconcile): one that restarted comes
+	// back read-only (rendered so) with its replicas reconnected to it, and is converged only
+	// once reopened. The supervisor's repairer only looks (act false): it reopens a primary
+	// only when its detector judged it restarted (a primary a person made read-only is theirs).
+	if act {
+		if writable, err := r.primaryWritable(ctx, primaryPod, creds); err != nil || !writable {
+			return false, err
+		}
+	}
 	for ord := int32(0); ord < memberCount(c); ord++ {
 		p, ok := pods[ord]
 		if !ok {
@@ -787,6 +796,16 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		return true, nil
 	}
 	return true, r.refreshObserved(ctx, c, primaryPod, creds)
+}
+
+// primaryWritable reports whether the primary's server answers writable.
+func (r *Runner) primaryWritable(ctx context.Context, pod *corev1.Pod, creds credentials) (bool, error) {
+	in, err := r.connect(ctx, pod, topology.Credentials{User: "root", Password: creds.root})
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = in.Close() }()
+	return in.Writable(ctx)
 }
 
 // lastSeenRefresh is how old the primary's recorded observation may grow before a converged

@@ -307,6 +307,10 @@ func TestPDBFailClosed(t *testing.T) {
 		{"two instances without semi-sync", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 2; c.Spec.SemiSync.Enabled = ptr.To(false) }, 1},
 		{"waiting for two of three replicas never", all, func(c *v1.MysqlCluster) { c.Spec.SemiSync.WaitForReplicas = 2 }, 0},
 		{"waiting for two of four replicas", all, func(c *v1.MysqlCluster) { c.Spec.Replicas = 4; c.Spec.SemiSync.WaitForReplicas = 2 }, 1},
+		// An absent member (its pod may still read Ready) acknowledges nothing.
+		{"three instances, one absent, never", all, func(c *v1.MysqlCluster) {
+			c.Status.AbsentInstances = []v1.AbsentInstance{{Name: c.Name + "-2", Bound: "0-1-5"}}
+		}, 0},
 	}
 	for _, tt := range tests {
 		c := testCluster()

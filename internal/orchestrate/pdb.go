@@ -53,7 +53,8 @@ func ackersAfterDisruption(c *v1.MysqlCluster) bool {
 		return true
 	}
 	wait := max(c.Spec.SemiSync.WaitForReplicas, 1)
-	return c.Spec.Replicas-2 >= wait
+	// A member recorded absent acknowledges nothing, whatever its pod's readiness says.
+	return c.Spec.Replicas-2-int32(len(c.Status.AbsentInstances)) >= wait
 }
 
 // BuildPDB returns the PodDisruptionBudget, derived fail-closed: maxUnavailable 1 only when the

@@ -179,7 +179,10 @@ type watcher struct {
 	// answeredAt is lastWritable as this process's own checks saw it, for the repairer (which
 	// runs beside the checks); convergeRetry, the repairer's own, is when it may next continue a
 	// recorded converge after continuing one failed.
-	answeredAt    atomic.Pointer[time.Time]
+	answeredAt atomic.Pointer[time.Time]
+	// reopenAt is when the detector last judged the primary to be reopened in place (it
+	// restarted read-only inside the cooldown: failover.Assessment.Reopen), for the repairer.
+	reopenAt      atomic.Pointer[time.Time]
 	convergeRetry time.Time
 	// backoff is until when no automatic failover is started after one ended without a new
 	// primary (refused or failed); resumeFailed
@@ -593,6 +596,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	if err := w.record(ctx, c, a, j, ch); err != nil {
 		return interval, err
+	}
+	if a.Reopen {
+		at := obs.now()
+		w.reopenAt.Store(&at)
+		w.poke() // the repairer reopens it now
 	}
 	if !a.Failover {
 		w.blocked = false

@@ -90,14 +90,6 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		}
 		return err
 	}
-	// Re-joining replicas is what a starved primary needs (its commits wait for an acknowledgement
-	// that only a re-joined replica gives), and the starved primary is what keeps the recorded
-	// health from Healthy: so the repairer also runs whenever this supervisor's own checks found
-	// the primary answering writable, whatever the recorded state.
-	if (c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy) && !w.primaryAnswered(c) {
-		return nil
-	}
-
 	pods, err := obs.pods(ctx, c)
 	if err != nil {
 		return err
@@ -107,6 +99,19 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		return err
 	}
 	writable := w.writableOthers(ctx, obs, c, pods, creds)
+	// Re-joining replicas is what a starved primary needs (its commits wait for an acknowledgement
+	// that only a re-joined replica gives), and the starved primary is what keeps the recorded
+	// health from Healthy: so the repairer also converges whenever this supervisor's own checks
+	// found the primary answering writable, whatever the recorded state. A second writable
+	// instance is fenced whatever the primary's health: an old primary that returns writable
+	// while the new one is dead (inside the cooldown, say) must not take writes either.
+	reopen := w.reopenWanted(c)
+	if (c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy) && !w.primaryAnswered(c) && !reopen {
+		if len(writable) == 0 {
+			return nil
+		}
+		return w.repair(ctx, c, writable, false, false, creds)
+	}
 	allReady := int32(len(pods)) == memberCount(c)
 	for _, p := range pods {
 		allReady = allReady && podReady(p)
@@ -130,6 +135,11 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		}
 		w.repairRefused = ""
 	}
+	if reopen {
+		// The converge reopens the primary (semi-sync on, writable) and re-joins its replicas;
+		// it needs no other sign that the cluster is not converged.
+		return w.repair(ctx, c, writable, true, true, creds)
+	}
 	if len(writable) == 0 && converged {
 		// A budget closed by an operation that ended without a word (an abort, a killed
 		// actor) opens again once the cluster is converged and Healthy.
@@ -138,7 +148,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		}
 		return nil
 	}
-	return w.repair(ctx, c, writable, allReady && !converged, creds)
+	return w.repair(ctx, c, writable, allReady && !converged, true, creds)
 }
 
 // writableOthers returns the instances other than the primary that answer writable, looked at
@@ -170,6 +180,13 @@ func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlClu
 	}
 	wg.Wait()
 	return out
+}
+
+// reopenWanted reports whether the detector judged, within the last three intervals, that the
+// primary is to be reopened in place (see failover.Assessment.Reopen).
+func (w *watcher) reopenWanted(c *v1.MysqlCluster) bool {
+	at := w.reopenAt.Load()
+	return at != nil && w.s.Runner.now().Sub(*at) < 3*detectionInterval(c)
 }
 
 // primaryAnswered reports whether this supervisor's own checks found the primary writable
@@ -226,13 +243,15 @@ func (w *watcher) cancellable(ctx context.Context, fn func(context.Context) erro
 // repair fences every second writable instance, then converges the cluster (re-joining each
 // replica whose history allows it, quarantining the others), under the Lease. The detector can
 // cancel it to fail over.
-func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+// healthy says whether the primary answers: only then does a fence lead to a converge (which
+// needs the primary).
+func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds credentials) error {
 	return w.cancellable(ctx, func(rctx context.Context) error {
-		return w.repairUnderLease(rctx, c, writable, converge, creds)
+		return w.repairUnderLease(rctx, c, writable, converge, healthy, creds)
 	})
 }
 
-func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge bool, creds credentials) error {
+func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds credentials) error {
 	return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
 		// What was observed before the Lease may be stale: act only on the same primary with
 		// no operation in between (refence looks at each instance again before fencing it).
@@ -257,7 +276,7 @@ func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, wri
 			msg := fmt.Sprintf("a second writable instance (%s) beside the primary %s was fenced over SQL", strings.Join(names, ", "), c.Status.CurrentPrimary)
 			r.event(ctx, c, true, "SecondWritableFenced", msg)
 			w.report(Transition{Action: "fence", Primary: c.Status.CurrentPrimary, Reason: msg})
-			converge = true
+			converge = healthy
 		}
 		if !converge {
 			return nil

@@ -54,6 +54,7 @@ const (
 	erInvalidRole           = 1959 // MariaDB: SET ROLE of a role not granted (or missing)
 	erBadDB                 = 1049 // unknown database
 	erNoSuchTable           = 1146
+	erLockWaitTimeout       = 1205
 	erTableAccessDenied     = 1142
 )
 

@@ -193,7 +193,19 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 		return stored, nil
 	}
 	do, undo := s.d.FenceEpochWrite(epoch, missing, rows[0])
-	return stored, s.runRestoring(ctx, do, undo)
+	// A global read lock (FLUSH TABLES WITH READ LOCK: a backup, a person) holds every write,
+	// this one too: it waits a second at most, and the guarded statement then goes on with
+	// the epoch not stored here (the next guarded statement stores it). Fencing a server, the
+	// failover's safety step, must never wait on a read lock.
+	do = append([]Stmt{stmt("SET SESSION lock_wait_timeout = 1")}, do...)
+	undo = append(undo, stmt("SET SESSION lock_wait_timeout = DEFAULT"))
+	if err := s.runRestoring(ctx, do, undo); err != nil {
+		if sqlErrorNumber(err) == erLockWaitTimeout && !s.broken {
+			return stored, nil
+		}
+		return stored, err
+	}
+	return stored, nil
 }
 
 // killStale ends the session holding the fence lock, which is of another

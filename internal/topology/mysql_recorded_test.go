@@ -430,6 +430,8 @@ func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 	must(t, inst.Fence(ctx))
 	want := []string{
 		versionQuery, lock, epochSQL, stateSQL,
+		// A global read lock holds the write at most a second (the fence goes on unstored).
+		"SET SESSION lock_wait_timeout = 1",
 		"SET SESSION sql_log_bin = 0",
 		"SET GLOBAL super_read_only = OFF",
 		"CREATE DATABASE IF NOT EXISTS mysqlctl",
@@ -437,6 +439,7 @@ func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 		"INSERT INTO mysqlctl.fence (id, epoch) VALUES (1, ?) ON DUPLICATE KEY UPDATE epoch = GREATEST(epoch, ?) [5, 5]",
 		"SET GLOBAL super_read_only = ON",
 		"SET SESSION sql_log_bin = 1",
+		"SET SESSION lock_wait_timeout = DEFAULT",
 		"SET GLOBAL super_read_only = ON",
 		release,
 	}

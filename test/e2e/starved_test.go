@@ -383,10 +383,8 @@ func TestWatchRecordsWeakenedSemiSync(t *testing.T) {
 	viaPortForward(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root := appCluster(t, ctx, "ws", 2)
+	root, _ := watchedCluster(t, ctx, "ws", 2)
 	defer deleteCluster(t, "ws")
-	w := startWatch(t, nil, "ws")
-	w.supervising(t, ctx)
 	primary := getCluster(t, ctx, "ws").Status.CurrentPrimary
 	record := func() v1.InstanceStatus {
 		for _, i := range getCluster(t, ctx, "ws").Status.Instances {

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// TestWatchFencesReturningOldPrimaryWhileNewIsDead is the double failure: the primary freezes
+// under writes and `watch` fails over; the new primary's pod is lost inside the cooldown (no
+// automatic failover then: the cluster is Degraded); the old primary thaws and answers writable,
+// with commits that were waiting for acknowledgements when it froze. Whatever the recorded HA
+// state, `watch` fences it over SQL: no instance but the recorded primary may take writes.
+// Before, the repairer (which fences a second writable instance) ran only while the primary was
+// Healthy, and the thawed old primary stayed writable.
+func TestWatchFencesReturningOldPrimaryWhileNewIsDead(t *testing.T) {
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root, w := watchedCluster(t, ctx, "df", 3)
+	defer deleteCluster(t, "df")
+	_, stopWriter := startWriter(ctx, "df")
+	defer stopWriter()
+	old := getCluster(t, ctx, "df").Status.CurrentPrimary
+	time.Sleep(time.Second)
+
+	if err := r.Inject(rig.Freeze, "default", old); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = r.Inject(rig.Thaw, "default", old)
+		}
+	}()
+	var next string
+	eventually(t, ctx, "the automatic failover off the frozen primary", func() error {
+		c := getCluster(t, ctx, "df")
+		if c.Status.CurrentPrimary == old || c.Status.Operation != nil {
+			return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+		}
+		next = c.Status.CurrentPrimary
+		return nil
+	})
+	// The new primary's pod is lost inside the cooldown (nothing restarts it): no automatic
+	// failover.
+	if err := r.Inject(rig.Lose, "default", next); err != nil {
+		t.Fatal(err)
+	}
+	defer forceDelete(t, ctx, next)
+	eventually(t, ctx, "the new primary's death judged inside the cooldown", func() error {
+		c := getCluster(t, ctx, "df")
+		if h := c.Status.HA; h == nil || h.State != "Degraded" {
+			return errors.New("not Degraded yet")
+		}
+		return nil
+	})
+	stopWriter()
+	if err := r.Inject(rig.Thaw, "default", old); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	at := time.Now()
+	od := db(t, mustPodAddr(t, ctx, old), root)
+	eventually(t, ctx, "the thawed old primary fenced over SQL", func() error {
+		if !readOnly(t, ctx, od) {
+			return fmt.Errorf("%s answers writable\n%s", old, w.output())
+		}
+		return nil
+	})
+	t.Logf("old primary %s thawed writable while the new primary %s was dead: read-only %s later", old, next, time.Since(at).Round(time.Millisecond))
+	if c := getCluster(t, ctx, "df"); c.Status.CurrentPrimary != next {
+		t.Errorf("the recorded primary moved to %s: only a person's failover may move it inside the cooldown", c.Status.CurrentPrimary)
+	}
+	if w.actions(t, "fence", "second writable") == 0 {
+		t.Errorf("watch did not report fencing the second writable instance:\n%s", w.output())
+	}
+}
+
+// TestWatchReopensRestartedPrimaryInCooldown: the primary is killed and `watch` fails over; the
+// new primary is killed too, inside failover.cooldown. It restarts read-only holding everything
+// it acknowledged, and nothing was promoted since: reopening it in place is not flapping, so
+// `watch` reopens it with no command, and nothing acknowledged is lost. Before, the cooldown
+// left it read-only (Degraded) until a person acted.
+func TestWatchReopensRestartedPrimaryInCooldown(t *testing.T) {
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	root, w := watchedCluster(t, ctx, "rc", 3)
+	defer deleteCluster(t, "rc")
+	wr, stopWriter := startWriter(ctx, "rc")
+	defer stopWriter()
+	first := getCluster(t, ctx, "rc").Status.CurrentPrimary
+	time.Sleep(time.Second)
+	if err := r.Inject(rig.Kill, "default", first); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	eventually(t, ctx, "the automatic failover", func() error {
+		c := getCluster(t, ctx, "rc")
+		if c.Status.CurrentPrimary == first || c.Status.Operation != nil || c.Status.HA == nil || c.Status.HA.State != "Healthy" {
+			return fmt.Errorf("primary %s, operation %v", c.Status.CurrentPrimary, c.Status.Operation != nil)
+		}
+		next = c.Status.CurrentPrimary
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	killed := time.Now()
+	if err := r.Inject(rig.Kill, "default", next); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	eventually(t, wctx, "writes acknowledged again, with no command", func() error {
+		if _, ok := wr.firstAckAfter(killed); !ok {
+			n, last := wr.failures()
+			return fmt.Errorf("none yet (%d failed attempts, last: %s)", n, last)
+		}
+		return nil
+	})
+	ack, _ := wr.firstAckAfter(killed)
+	stopWriter()
+	c := getCluster(t, ctx, "rc")
+	if c.Status.CurrentPrimary != next {
+		t.Errorf("the primary moved from %s to %s inside the cooldown", next, c.Status.CurrentPrimary)
+	}
+	if w.actions(t, "repair", "converging") == 0 {
+		t.Errorf("watch did not report the converge that reopened %s:\n%s", next, w.output())
+	}
+	wr.mu.Lock()
+	acked := append([]int(nil), wr.acked...)
+	wr.mu.Unlock()
+	holdsAckedFrom(t, ctx, next, db(t, mustPodAddr(t, ctx, next), root), acked)
+	t.Logf("kill -9 of %s (inside the cooldown after the failover off %s) to the first acknowledged write, reopened in place: %s; %d acknowledged writes, none lost",
+		next, first, ack.Sub(killed).Round(time.Millisecond), len(acked))
+}
+
+// watchedCluster creates a cluster for the application (appCluster) and starts a `watch` that
+// supervises it; the caller deletes the cluster.
+func watchedCluster(t *testing.T, ctx context.Context, name string, replicas int) (root string, w *watchProc) {
+	root = appCluster(t, ctx, name, replicas)
+	w = startWatch(t, nil, name)
+	w.supervising(t, ctx)
+	return root, w
+}
