@@ -133,6 +133,11 @@ func loadClusterIn(ctx context.Context, f *cmdutil.Factory, ns, name string) (cl
 // (before running it) until the process is killed. Only end-to-end tests set it.
 const failpointPauseAtStage = "MYSQLCTL_FAILPOINT_PAUSE_AT_STAGE"
 
+// failpointHoldAtStage names an environment variable, STAGE=DURATION, that makes `watch` hold
+// the first run of a stage for that long (before running it) and then go on: a fault injected
+// meanwhile meets the operation at that stage (end-to-end tests only).
+const failpointHoldAtStage = "MYSQLCTL_FAILPOINT_HOLD_AT_STAGE"
+
 // failpointStopBeforeMutation names an environment variable that makes the CLI stop itself
 // (SIGSTOP) right before the first mutation of the named stage (end-to-end tests only).
 const failpointStopBeforeMutation = "MYSQLCTL_FAILPOINT_STOP_BEFORE_MUTATION"

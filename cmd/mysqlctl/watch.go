@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -182,6 +183,29 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 			if s == stage {
 				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
 				<-ctx.Done()
+			}
+		}
+	}
+	if hold := o.f.Getenv(failpointHoldAtStage); hold != "" {
+		stage, d, _ := strings.Cut(hold, "=")
+		wait, err := time.ParseDuration(d)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want STAGE=DURATION: %w", failpointHoldAtStage, hold, err)
+		}
+		var once sync.Once
+		before := sup.Runner.BeforeStage
+		sup.Runner.BeforeStage = func(ctx context.Context, s string) {
+			if before != nil {
+				before(ctx, s)
+			}
+			if s == stage {
+				once.Do(func() {
+					fmt.Fprintf(ios.ErrOut, "failpoint: holding at stage %s for %s\n", s, wait)
+					select {
+					case <-ctx.Done():
+					case <-time.After(wait):
+					}
+				})
 			}
 		}
 	}

@@ -20,7 +20,8 @@ var abortable = map[string][]string{
 	OperationFailover:   {StageConfirming, StageFencing, StageElecting, StageWaitingForRelayLog, StageRollingBack},
 }
 
-// provenReadOnly observes the instance and proves it read-only.
+// provenReadOnly observes the instance and proves it read-only, for good: no older actor's
+// statement can make it writable afterwards.
 func (r *Runner) provenReadOnly(ctx context.Context, c *v1.MysqlCluster, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -43,6 +44,12 @@ func (r *Runner) provenReadOnly(ctx context.Context, c *v1.MysqlCluster, name st
 	defer ss.close()
 	in, err := ss.connect(name)
 	if err != nil {
+		return err
+	}
+	// The epoch first, the read after: an older actor's late read_only=OFF (a promotion sent
+	// before it was paused) cannot land once the server stores this actor's epoch, so what is
+	// read stays true.
+	if err := in.ClaimEpoch(ctx); err != nil {
 		return err
 	}
 	w, err := in.Writable(ctx)

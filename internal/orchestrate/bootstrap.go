@@ -140,6 +140,8 @@ type Runner struct {
 	attempts map[string]time.Time
 	// silent is when refence last found an old primary (pod UID and address) not answering.
 	silent map[string]time.Time
+	// lostSince is when this run first found an operation's new primary silent (newPrimaryLost).
+	lostSince map[string]time.Time
 	// background, when set, makes Events and the disruption budget's update asynchronous (off
 	// the operation's critical path); the operation waits for them before it returns.
 	background *sidework
@@ -195,6 +197,13 @@ func (r *Runner) connect(ctx context.Context, pod *corev1.Pod, creds topology.Cr
 		token := l.FenceToken()
 		in.Epoch = func() int64 { return token }
 		in.Superseded = l.Supersede
+		in.Confirm = func(ctx context.Context) error {
+			if now := l.FenceToken(); now != token {
+				return fmt.Errorf("%w: this connection's epoch %d is not the lease's (%d)", ErrLeaseLost, token, now)
+			}
+			return l.Confirm(ctx)
+		}
+		in.FenceAccounts = []string{RootUser, OrchestrationUser}
 	}
 	return in, nil
 }

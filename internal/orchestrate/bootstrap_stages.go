@@ -421,7 +421,7 @@ func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
 // unreachable primary, a withheld automatic failover, a quarantine) is no longer the cluster's
 // state. Others (an upgrade stopped, semi-sync inactive, a stage that stopped) have their own
 // way out.
-var resolvedByConvergence = []string{"FailoverRefused", "FailoverRolledBack", "NewPrimaryLost", "PrimaryUnreachable", reasonFailoverWithheld, "Quarantined"}
+var resolvedByConvergence = []string{"FailoverRefused", "FailoverRolledBack", reasonNewPrimaryLost, "PrimaryUnreachable", reasonFailoverWithheld, "Quarantined"}
 
 // clearResolvedDegraded ends a Degraded condition a finished converge proved over, so that
 // status says what the cluster is now (msg, the converge's finding) rather than what it was.

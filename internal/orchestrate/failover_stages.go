@@ -346,9 +346,9 @@ func (r *Runner) foMovingPrimary(ctx context.Context, x *stageEnv) (string, func
 
 func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, ev, old, v, creds, ss, now, oldAnswers := x.c, x.ev, x.old, x.v, x.creds, x.ss, x.now, x.oldAnswers
-	ns, err := ss.observe(ev.Candidate)
-	if err != nil {
-		return r.newPrimaryLost(ctx, x, err)
+	ns, ok, next, change, err := r.observeNewPrimary(ctx, x)
+	if !ok {
+		return next, change, err
 	}
 	newIP := PodHost(c, ev.Candidate)
 	var errant []v1.ErrantInstance
@@ -395,9 +395,9 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 
 func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, old, v, ss, now, oldAnswers := x.c, x.op, x.ev, x.forced, x.old, x.v, x.ss, x.now, x.oldAnswers
-	ns, err := ss.observe(ev.Candidate)
-	if err != nil {
-		return r.newPrimaryLost(ctx, x, err)
+	ns, ok, next, change, err := r.observeNewPrimary(ctx, x)
+	if !ok {
+		return next, change, err
 	}
 	if back, change := recheckPrimary(ev.Candidate, v.pods[ev.Candidate], ns); back != "" {
 		return back, change, nil

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -67,6 +68,17 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 		return false, nil //nolint:nilerr // it does not answer: the recorded fence holds
 	}
 	defer func() { _ = in.Close() }()
+	// This actor's epoch is stored on the old primary at first contact, read-only or not, so
+	// that an older actor's late read_only=OFF never lands on it. A server that does not take
+	// it is judged by its flags alone, as before; one that stores a newer epoch ends this actor.
+	err = in.ClaimEpoch(cctx)
+	switch k := topology.KindOf(err); {
+	case errors.Is(err, topology.ErrSuperseded):
+		return false, err
+	case k == topology.ErrorTimeout || k == topology.ErrorRefused:
+		r.markSilent(pod, r.now())
+		return false, nil
+	}
 	writable, err := in.Writable(cctx)
 	if k := topology.KindOf(err); k == topology.ErrorTimeout || k == topology.ErrorRefused {
 		r.markSilent(pod, r.now())
@@ -135,6 +147,10 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		// again before the rollback: it has served only in the replica Service.
 		in, err := x.ss.connect(x.ev.Candidate)
 		if err != nil {
+			return "", nil, err
+		}
+		// Claimed before it is read: a promotion sent by an older actor cannot land after.
+		if err := in.ClaimEpoch(ctx); err != nil {
 			return "", nil, err
 		}
 		if w, err := in.Writable(ctx); err != nil {
@@ -253,26 +269,80 @@ func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, prim
 }
 
 // newPrimaryLost ends an operation whose new primary stopped answering after it was promoted
-// and made the current primary, once the stage is past its bound: nothing can be verified, the
-// operation cannot be rolled back, and waiting would block the failover the cluster now needs.
-// Before the bound it returns err, so the stage is retried.
+// and made the current primary: nothing can be verified, the operation cannot be rolled back,
+// and waiting would block the failover the cluster now needs. Its death is a new failure of
+// another instance, not the same one flapping, so the operation waits no longer than the
+// supervisor's detector takes to declare a primary dead (newPrimaryBudget, counted from its
+// first failed look in this run), or not at all when its pod is gone; then the supervisor
+// judges the new primary as any other and fails over again at once. Before, it returns err, so
+// the stage is retried: a new primary that restarts and answers read-only is promoted again
+// (recheckPrimary).
 func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
 	if x.c.Status.CurrentPrimary != x.ev.Candidate {
 		return "", nil, err
 	}
-	if !x.overdue {
-		return "", nil, notYet("the new primary %s does not answer: %v", x.ev.Candidate, err)
+	if r.lostSince == nil {
+		r.lostSince = map[string]time.Time{}
 	}
-	msg := fmt.Sprintf("the new primary %s stopped answering after its promotion (%v); run 'failover %s'", x.ev.Candidate, err, x.c.Name)
-	r.event(ctx, x.c, true, "NewPrimaryLost", msg)
+	first, seen := r.lostSince[x.op.ID]
+	if !seen {
+		first, r.lostSince[x.op.ID] = x.now, x.now
+	}
+	// Gone only as the failover's own list of every pod says (a switchover lists ready
+	// members only: a candidate that is merely not Ready is not gone).
+	pod, listed := x.v.pods[x.ev.Candidate]
+	gone := x.v.pods != nil && (!listed || pod == nil || pod.DeletionTimestamp != nil)
+	// Only what the detector counts as a failed check (a timeout, a refused connection) runs
+	// the budget down; any other error waits for the stage's bound.
+	k := topology.KindOf(err)
+	silence := k == topology.ErrorTimeout || k == topology.ErrorRefused
+	silent := x.now.Sub(first)
+	if !x.overdue && !gone && (!silence || silent < newPrimaryBudget(x.c)) {
+		return "", nil, notYet("the new primary %s does not answer (for %s): %v", x.ev.Candidate, silent.Round(time.Millisecond), err)
+	}
+	delete(r.lostSince, x.op.ID)
+	why := fmt.Sprintf("silent for %s, the detector's budget", silent.Round(time.Millisecond))
+	if gone {
+		why = "its pod is gone"
+	}
+	msg := fmt.Sprintf("the new primary %s "+newPrimaryLostMark+" (%v; %s): the supervisor judges it as any primary and fails over again if it is dead; without one, run 'failover %s'", x.ev.Candidate, err, why, x.c.Name)
+	r.event(ctx, x.c, true, reasonNewPrimaryLost, msg)
 	now := x.now
 	t := metav1.NewTime(now)
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Failed", msg, -1)
 		s.Phase = v1.PhaseDegraded
 		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, x.op.Type)
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "NewPrimaryLost", Message: msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonNewPrimaryLost, Message: msg})
 	}, nil
+}
+
+// observeNewPrimary observes an operation's promoted candidate. When it does not answer, the
+// stage's result is newPrimaryLost's: ok is false, and the stage returns next, change and err
+// as they are.
+func (r *Runner) observeNewPrimary(ctx context.Context, x *stageEnv) (ns topology.Snapshot, ok bool, next string, change func(*v1.MysqlClusterStatus), err error) {
+	ns, err = x.ss.observe(x.ev.Candidate)
+	if err != nil {
+		next, change, err = r.newPrimaryLost(ctx, x, err)
+		return ns, false, next, change, err
+	}
+	delete(r.lostSince, x.op.ID)
+	return ns, true, "", nil, nil
+}
+
+// reasonNewPrimaryLost is the Degraded reason (and Event) of an operation whose new primary
+// died before it was verified.
+const reasonNewPrimaryLost = "NewPrimaryLost"
+
+// newPrimaryLostMark is in the message (and so the history) of every such operation.
+const newPrimaryLostMark = "stopped answering after its promotion"
+
+// newPrimaryBudget is how long a promoted primary may stay silent before its operation ends:
+// the supervisor's own budget to declare a primary dead (failureThreshold checks,
+// detectionInterval apart), so that ending the operation never waits longer than detecting
+// the death would.
+func newPrimaryBudget(c *v1.MysqlCluster) time.Duration {
+	return time.Duration(max(c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(c)
 }
 
 // bsGuard keeps every instance but the primary read-only while a converge runs: a former

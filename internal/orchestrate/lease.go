@@ -371,6 +371,19 @@ func (l *Lease) Check() error {
 	return nil
 }
 
+// Confirm proves, with a round trip to the API server, that this actor still holds the Lease
+// and that no takeover issued a newer epoch: a renewal conditional on the record this actor
+// last wrote (topology.Instance.Confirm).
+func (l *Lease) Confirm(ctx context.Context) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	if err := l.renew(ctx); err != nil {
+		return fmt.Errorf("%w: confirming %s: %v", ErrLeaseLost, l.key, err)
+	}
+	return nil
+}
+
 // FenceToken is the epoch servers keep as their fencing token (topology.Instance.Epoch): the
 // transition count plus one, so that a Lease's first holder (count 0) is fenced too and 0 keeps
 // meaning "unfenced". It grows at every takeover, and with the transition count across a Lease

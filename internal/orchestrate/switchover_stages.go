@@ -158,9 +158,9 @@ func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 
 func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, old, members, byName, ss, now, observe := x.c, x.op, x.ev, x.old, x.members, x.byName, x.ss, x.now, x.ss.observe
-	ns, err := observe(ev.Candidate)
-	if err != nil {
-		return r.newPrimaryLost(ctx, x, err)
+	ns, ok, next, change, err := r.observeNewPrimary(ctx, x)
+	if !ok {
+		return next, change, err
 	}
 	if back, change := recheckPrimary(ev.Candidate, byName[ev.Candidate].pod, ns); back != "" {
 		return back, change, nil

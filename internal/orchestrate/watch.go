@@ -856,6 +856,14 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		w.backoff = backoff
 		return true, nil
 	}
+	if d := meta.FindStatusCondition(after.Status.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue &&
+		d.Reason == reasonNewPrimaryLost && after.Status.CurrentPrimary != c.Status.CurrentPrimary && lostNewPrimaries(after, w.s.Runner.now()) < 2 {
+		// The failover made a new primary, which then died before it was verified: a new
+		// failure of another instance, not the same one flapping. No floor and no cooldown: the
+		// next checks judge the new primary, and fail over again once they declare it dead.
+		// Once per cooldown: a second such loss (whatever kills each new primary) is withheld.
+		return true, nil
+	}
 	// Failed (Degraded): the attempt also starts the cooldown, so a person decides what comes
 	// next.
 	for _, h := range after.Status.History {
@@ -865,6 +873,19 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		}
 	}
 	return true, nil
+}
+
+// lostNewPrimaries counts the operations inside failover.cooldown that ended with their new
+// primary lost before it was verified.
+func lostNewPrimaries(c *v1.MysqlCluster, now time.Time) int {
+	n := 0
+	since := now.Add(-failoverCooldown(c))
+	for _, h := range c.Status.History {
+		if h.Result != "Succeeded" && h.FinishedAt.After(since) && strings.Contains(h.Message, newPrimaryLostMark) {
+			n++
+		}
+	}
+	return n
 }
 
 // errNoLongerCalledFor: the cluster changed while the failover waited for its Lease.

@@ -66,6 +66,22 @@ type Instance struct {
 	// action returns it, so that the caller stops acting everywhere at once
 	// (an orchestrator marks its lease lost).
 	Superseded func(error)
+	// Confirm, when set, proves with a fresh round trip to the lease's
+	// authority that no newer epoch than Epoch's was issued (a conditional
+	// renewal of the Lease). A fenced session asks it before it ends another
+	// actor's session that holds a server's fence lock: without the proof the
+	// holder could be a newer actor whose epoch is not stored yet, and it is
+	// not ended.
+	Confirm func(ctx context.Context) error
+	// Server identifies the server and the account the Instance reaches,
+	// process-wide (Connect and Pools set it): a session kept holding the
+	// fence locks (keepFence) is adopted by any Instance of the same Server
+	// and epoch. Empty: by Instances of the same pool only.
+	Server string
+	// FenceAccounts are the accounts actors run guarded statements as, besides
+	// the Instance's own: a session of any other account that holds a fence
+	// lock name is an application's and is ended without asking Confirm.
+	FenceAccounts []string
 
 	mu      sync.Mutex
 	dialect Dialect
@@ -254,6 +270,9 @@ type pinnedSession struct {
 	op   string
 	// epoch is the lease epoch whose fence locks the session holds (0: none).
 	epoch int64
+	// unstored is set while the session holds the fence locks but could not
+	// store its epoch (see keepFence).
+	unstored bool
 	// broken is set when the session could not be restored: it is
 	// discarded instead of going back to the pool.
 	broken bool
@@ -317,11 +336,18 @@ type sessionOptions struct {
 func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sessionOptions, fn func(*pinnedSession) error) (err error) {
 	ctx, cancel := i.bound(ctx)
 	defer cancel()
-	conn, err := i.db.Conn(ctx)
-	if err != nil {
-		return i.fail(op, err, nil)
+	s := &pinnedSession{i: i, d: d, ctx: ctx, op: op}
+	if e := i.epoch(); e != 0 {
+		if s.conn = i.adoptFence(e); s.conn != nil {
+			s.epoch, s.unstored = e, true
+		}
 	}
-	s := &pinnedSession{i: i, d: d, ctx: ctx, conn: conn, op: op}
+	if s.conn == nil {
+		if s.conn, err = i.db.Conn(ctx); err != nil {
+			return i.fail(op, err, nil)
+		}
+	}
+	conn := s.conn
 	var undo []Stmt
 	defer func() {
 		// Restoring the session changes nothing on the server, so it is not
@@ -332,6 +358,10 @@ func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sess
 			if _, e := conn.ExecContext(ctx, undo[k].SQL, undo[k].Args...); e != nil {
 				undoErr = errors.Join(undoErr, i.fail(op, e, &undo[k]))
 			}
+		}
+		if s.unstored && undoErr == nil && !s.broken {
+			i.keepFence(s)
+			return
 		}
 		rctx, rcancel := restoreContext(ctx)
 		undoErr = errors.Join(undoErr, s.releaseFence(rctx))
@@ -359,6 +389,17 @@ func (i *Instance) withSession(ctx context.Context, op string, d Dialect, o sess
 		}
 	}
 	return fn(s)
+}
+
+// ClaimEpoch runs a guarded statement that changes nothing, so that the
+// server stores the Instance's epoch (see fence.go), or, while a global read
+// lock holds the write, this process keeps the fence lock until it is
+// stored: from then on no statement of an older epoch lands there. A caller that reads a server's
+// state to prove something an older actor could still change (that a
+// candidate was never made writable) claims the epoch first and reads after.
+// Without an Epoch it only asks the Guard.
+func (i *Instance) ClaimEpoch(ctx context.Context) error {
+	return i.exec(ctx, "claim the fence epoch", stmt("DO 0"))
 }
 
 // Fence makes the server refuse client writes: super_read_only on MySQL,
@@ -484,6 +525,11 @@ func writeThrough(s *pinnedSession, d Dialect) (blocking, elevatable []ClientCon
 	blocking, elevatable, err = groupWriteThrough(rows)
 	if err != nil {
 		return nil, nil, s.i.fail(s.op, err, nil)
+	}
+	if kept := s.i.keptSessions(); kept != nil {
+		// This actor's own sessions, kept holding the fence (keepFence): they run nothing.
+		own := func(c ClientConnection) bool { return kept[c.ID] }
+		blocking, elevatable = slices.DeleteFunc(blocking, own), slices.DeleteFunc(elevatable, own)
 	}
 	return blocking, elevatable, nil
 }
@@ -633,6 +679,9 @@ func (i *Instance) ClientConnections(ctx context.Context, exclude ...string) ([]
 	out, err := parseConnections(rows)
 	if err != nil {
 		return nil, i.fail("list connections", err, nil)
+	}
+	if kept := i.keptSessions(); kept != nil {
+		out = slices.DeleteFunc(out, func(c ClientConnection) bool { return kept[c.ID] })
 	}
 	return out, nil
 }

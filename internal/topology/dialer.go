@@ -33,6 +33,11 @@ type Target struct {
 	Port int
 }
 
+// server names the server t reaches as user, process-wide (Instance.Server).
+func (t Target) server(user string) string {
+	return fmt.Sprintf("%s/%s/%s/%s@%s:%d", t.Namespace, t.Pod, t.Name, user, t.Host, t.port())
+}
+
 func (t Target) port() int {
 	if t.Port == 0 {
 		return DefaultPort
@@ -183,6 +188,7 @@ func Connect(t Target, opts ConnectOptions) (*Instance, error) {
 	}
 	i := NewInstance(t.Name, db, opts.Credentials.Password.Reveal())
 	i.closer = db.Close
+	i.Server = t.server(opts.Credentials.User)
 	return i, nil
 }
 

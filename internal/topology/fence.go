@@ -2,9 +2,13 @@ package topology
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
@@ -25,24 +29,31 @@ import (
 //     fenceLock, in one query. Sessions of the same epoch (one actor's
 //     goroutines) queue on the epoch's lock, so they wait for each other and
 //     never meet on fenceLock: a session that holds fenceLock while another
-//     waits for it is always of another epoch.
+//     waits for it is always of another epoch, or of another account.
+//     GET_LOCK needs no privilege, so a session of an account that is not
+//     an actor's (Instance.FenceAccounts) holding either name is ended.
 //  2. The stored epoch is read in the next statement, not in the same
 //     SELECT: the server may read a table row of a SELECT while optimizing
 //     it (a const-table read by primary key), and InnoDB may take the read
 //     view then, before GET_LOCK has waited out the previous holder, whose
 //     write would then be missed.
 //  3. A higher stored epoch refuses the statement (ErrSuperseded). When the
-//     wait for fenceLock timed out, the holder is another epoch's session;
-//     if the stored epoch is not higher than ours, it is an older actor's
-//     session stuck mid-action (a newer one stores its epoch right after it
-//     gets the lock): it is ended with KILL CONNECTION, which also releases
-//     its locks, and the lock is asked for again.
+//     wait for fenceLock timed out and the stored epoch is not higher than
+//     ours, the holder is either an older actor's session stuck mid-action or
+//     a newer actor's whose epoch is not stored yet (step 4). The actor asks
+//     its lease's authority (Instance.Confirm): if no newer epoch was issued,
+//     the holder is older and is ended with KILL CONNECTION, which also
+//     releases its locks, and the lock is asked for again; otherwise the
+//     statement is refused.
 //  4. A lower stored epoch is raised to ours, without binary logging (it
 //     never replicates and never enters the GTID history) and through the
-//     fence (see Dialect.FenceEpochWrite).
+//     fence (see Dialect.FenceEpochWrite). A global read lock holds that
+//     write: it is given up after a second (a fence must not wait on a
+//     backup), and the session then keeps the locks after its action until
+//     the epoch is stored (keepFence).
 //  5. The session's statements run; the locks are released when the session
 //     goes back to the pool.
-//
+
 // So once an actor ran one guarded statement on a server, no statement of
 // an older epoch lands there any more: it either waits for the lock and
 // then reads the newer epoch, or holds the lock and is killed first.
@@ -97,23 +108,31 @@ func lockSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 // takeFence makes the session hold the server's fence lock under the
 // Instance's epoch, once per session (see the package comment above). It
 // runs its statements directly on the session: they are part of the guarded
-// statement that asked for them.
+// statement that asked for them. A session that holds the locks but could
+// not store its epoch (a global read lock held writes) tries to store it
+// again at each guarded statement.
 func (s *pinnedSession) takeFence(ctx context.Context) error {
 	epoch := s.i.epoch()
-	if epoch == 0 || s.epoch != 0 {
+	if epoch == 0 {
 		return nil
 	}
-	own := fenceEpochLock(epoch)
-	// Another session of this epoch may run a whole action: wait as long as
-	// this statement may.
-	ownWait := s.i.DefaultTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		ownWait = time.Until(dl)
+	if s.epoch != 0 {
+		if !s.unstored {
+			return nil
+		}
+		_, err := s.readFenceEpoch(ctx, s.epoch, true)
+		return err
 	}
+	own := fenceEpochLock(epoch)
 	wait := lockSeconds(s.i.fenceWait())
-	q := stmt("SELECT IF(GET_LOCK(?, ?) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS holder",
-		own, lockSeconds(ownWait), fenceLock, wait, fenceLock)
-	for attempt := 0; ; attempt++ {
+	// The epoch's lock is asked for a second at a time: a holder that is not
+	// this tool's account (an application squatting the name: GET_LOCK needs no
+	// privilege) is ended between the waits.
+	first := stmt("SELECT IF(GET_LOCK(?, 1) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS own, IS_USED_LOCK(?) AS holder",
+		own, fenceLock, wait, own, fenceLock)
+	again := stmt("SELECT GET_LOCK(?, ?) AS got, IS_USED_LOCK(?) AS holder", fenceLock, wait, fenceLock)
+	q, stale := first, 0
+	for {
 		rows, err := s.raw(ctx, q)
 		if err != nil {
 			return err
@@ -124,27 +143,94 @@ func (s *pinnedSession) takeFence(ctx context.Context) error {
 		got, holder := rows[0]["got"], rows[0]["holder"]
 		switch got {
 		case "-1":
-			return s.i.fail(s.op, fmt.Errorf("another session of lease epoch %d kept the fence lock of %s", epoch, s.i.Name), nil)
+			if err := s.ownLockBusy(ctx, epoch, rows[0]["own"]); err != nil {
+				return err
+			}
+			continue
 		case "0", "1":
 		default: // NULL: the server could not take the lock (an error, or this session was killed)
 			return s.i.fail(s.op, fmt.Errorf("GET_LOCK on %s returned %q", s.i.Name, got), nil)
 		}
-		s.epoch = epoch // the epoch's lock is held from here on: release it
+		s.epoch, q = epoch, again // the epoch's lock is held from here on: release it
 		if _, err := s.readFenceEpoch(ctx, epoch, got == "1"); err != nil || got == "1" {
 			return err
 		}
-		switch {
-		case holder == "":
-			// Released between the wait and the look: ask again.
-		case attempt >= fenceKillAttempts:
-			return s.i.fail(s.op, fmt.Errorf("the fence lock of %s is still held by session %s after %d sessions of older epochs were ended", s.i.Name, holder, attempt), nil)
-		default:
-			if err := s.killStale(ctx, holder, epoch); err != nil {
-				return err
-			}
+		if holder == "" {
+			continue // released between the wait and the look: ask again
 		}
-		q = stmt("SELECT GET_LOCK(?, ?) AS got, IS_USED_LOCK(?) AS holder", fenceLock, wait, fenceLock)
+		if stale, err = s.endHolder(ctx, holder, epoch, stale); err != nil {
+			return err
+		}
 	}
+}
+
+// ownLockBusy handles a busy epoch lock: a session of this account is of
+// this epoch (one actor's goroutines) and is waited for, until the
+// statement's deadline; any other account's session is ended.
+func (s *pinnedSession) ownLockBusy(ctx context.Context, epoch int64, holder string) error {
+	if holder != "" {
+		switch who, err := s.holderAccount(ctx, holder); {
+		case err != nil:
+			return err
+		case who == holderForeign:
+			return s.killHolder(ctx, holder, epoch)
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 1500*time.Millisecond {
+		return s.i.fail(s.op, fmt.Errorf("another session of lease epoch %d kept the fence lock of %s", epoch, s.i.Name), nil)
+	}
+	return nil
+}
+
+// endHolder ends the session holding the fence lock after the wait for it
+// timed out and the stored epoch was found not newer than ours. A session of
+// another account (an application queued on the name) is ended at once, and
+// not counted. A session of this account is another actor's: it is ended
+// only after Confirm proved that no newer epoch was issued, so that the
+// holder is an older actor stuck mid-action and not a newer one whose epoch
+// is not stored yet (a global read lock held its write). stale counts the
+// actors' sessions ended so far; it returns the new count.
+func (s *pinnedSession) endHolder(ctx context.Context, holder string, epoch int64, stale int) (int, error) {
+	who, err := s.holderAccount(ctx, holder)
+	switch {
+	case err != nil:
+		return stale, err
+	case who == holderGone:
+		return stale, nil
+	case who == holderOurs:
+		if stale >= fenceKillAttempts {
+			return stale, s.i.fail(s.op, fmt.Errorf("the fence lock of %s is still held by session %s after %d sessions of older epochs were ended", s.i.Name, holder, stale), nil)
+		}
+		if err := s.i.confirm(ctx); err != nil {
+			return stale, s.i.fail(s.op, fmt.Errorf("session %s holds the fence lock of %s and this actor cannot prove its lease epoch %d is still the newest, so it is not ended: %w", holder, s.i.Name, epoch, err), nil)
+		}
+		stale++
+	}
+	return stale, s.killHolder(ctx, holder, epoch)
+}
+
+// Who holds a lock, as holderAccount tells.
+const (
+	holderOurs = iota
+	holderForeign
+	holderGone
+)
+
+// holderAccount tells whether the session id is of an actor's account (this
+// session's or one of Instance.FenceAccounts), of another account, or gone.
+func (s *pinnedSession) holderAccount(ctx context.Context, id string) (int, error) {
+	rows, err := s.raw(ctx, stmt("SELECT COUNT(*) AS n,"+
+		" COALESCE(SUM(USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1) OR FIND_IN_SET(USER, ?) > 0), 0) AS ours"+
+		" FROM information_schema.PROCESSLIST WHERE ID = ?", strings.Join(s.i.FenceAccounts, ","), id))
+	switch {
+	case err != nil:
+		return 0, err
+	case len(rows) != 1 || rows[0]["n"] == "0":
+		return holderGone, nil
+	case rows[0]["ours"] == "0":
+		return holderForeign, nil
+	}
+	return holderOurs, nil
 }
 
 // readFenceEpoch reads the stored epoch, refuses when it is newer than
@@ -190,6 +276,7 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 		return stored, err
 	}
 	if !locked || stored == epoch {
+		s.unstored = s.unstored && stored != epoch
 		return stored, nil
 	}
 	do, undo := s.d.FenceEpochWrite(epoch, missing, rows[0])
@@ -199,8 +286,12 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 	// failover's safety step, must never wait on a read lock.
 	do = append([]Stmt{stmt("SET SESSION lock_wait_timeout = 1")}, do...)
 	undo = append(undo, stmt("SET SESSION lock_wait_timeout = DEFAULT"))
+	s.unstored = false
 	if err := s.runRestoring(ctx, do, undo); err != nil {
 		if sqlErrorNumber(err) == erLockWaitTimeout && !s.broken {
+			// Not stored: the session keeps the locks until it is (see keepFence), so
+			// that no older epoch's session gets them meanwhile and reads the old epoch.
+			s.unstored = true
 			return stored, nil
 		}
 		return stored, err
@@ -208,17 +299,17 @@ func (s *pinnedSession) readFenceEpoch(ctx context.Context, epoch int64, locked 
 	return stored, nil
 }
 
-// killStale ends the session holding the fence lock, which is of another
-// epoch (see takeFence) and, since the stored epoch is not higher than
-// ours, of an older one. A session that ended meanwhile is not an error.
-func (s *pinnedSession) killStale(ctx context.Context, holder string, epoch int64) error {
+// killHolder ends the session holding a fence lock: an older epoch's or
+// another account's (see endHolder). A session that ended meanwhile is not
+// an error.
+func (s *pinnedSession) killHolder(ctx context.Context, holder string, epoch int64) error {
 	id, err := strconv.ParseUint(holder, 10, 64)
 	if err != nil {
 		return s.i.fail(s.op, fmt.Errorf("fence lock holder %q", holder), nil)
 	}
 	k := s.d.Kill(id)
 	if _, err := s.conn.ExecContext(ctx, k.SQL, k.Args...); err != nil && sqlErrorNumber(err) != erNoSuchThread {
-		return s.i.fail(s.op, fmt.Errorf("ending session %d of an older lease epoch than %d holding the fence lock: %w", id, epoch, err), &k)
+		return s.i.fail(s.op, fmt.Errorf("ending session %d holding the fence lock (this actor's lease epoch %d): %w", id, epoch, err), &k)
 	}
 	return nil
 }
@@ -285,4 +376,149 @@ const restoreTimeout = 5 * time.Second
 // passed (a session that cannot be is discarded).
 func restoreContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+}
+
+// A session that holds the fence locks but could not store its epoch (a
+// global read lock holds every write) does not give them back when its
+// action ends: releasing them would let an older epoch's late session take
+// them, read the older stored epoch and land after this actor's statement.
+// A keeper goroutine holds the session and tries to store the epoch every
+// keepRetry until it is stored (then the locks are released) or the session
+// fails (it is discarded, and the server releases the locks). The next
+// session of the same pool and epoch adopts it instead of waiting for it.
+
+// keepRetry is how often a kept session tries to store its epoch again.
+const keepRetry = time.Second
+
+// keeperKey files a kept session under the server, the account and the epoch:
+// Instance.Server when set (Connect and Pools set it), else the pool.
+type keeperKey struct {
+	server string
+	db     DB
+	epoch  int64
+}
+
+func (i *Instance) keeperKey(epoch int64) keeperKey {
+	if i.Server != "" {
+		return keeperKey{server: i.Server, epoch: epoch}
+	}
+	return keeperKey{db: i.db, epoch: epoch}
+}
+
+type fenceKeeper struct {
+	s    *pinnedSession
+	id   uint64 // the session's CONNECTION_ID()
+	stop chan struct{}
+	done chan struct{}
+}
+
+// keepers holds the kept sessions by pool and epoch.
+var keepers sync.Map
+
+// keepFence hands the session to a keeper; the caller must not touch its
+// connection afterwards.
+func (i *Instance) keepFence(s *pinnedSession) {
+	k := &fenceKeeper{s: s, stop: make(chan struct{}), done: make(chan struct{})}
+	key := i.keeperKey(s.epoch)
+	s.op = "store the fence epoch"
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	rows, err := s.raw(ctx, stmt("SELECT CONNECTION_ID() AS id"))
+	cancel()
+	if err == nil && len(rows) == 1 {
+		k.id, err = strconv.ParseUint(rows[0]["id"], 10, 64)
+	}
+	if err != nil || len(rows) != 1 {
+		s.discard()
+		return
+	}
+	if _, taken := keepers.LoadOrStore(key, k); taken {
+		// Cannot happen (one session of an epoch holds its lock at a time); let the
+		// server release the locks rather than hold two sessions.
+		s.discard()
+		return
+	}
+	go k.run(key)
+}
+
+func (k *fenceKeeper) run(key keeperKey) {
+	defer close(k.done)
+	s := k.s
+	for {
+		select {
+		case <-k.stop:
+			return // adopted
+		case <-time.After(keepRetry):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+		_, err := s.readFenceEpoch(ctx, s.epoch, true)
+		if err == nil && s.unstored {
+			cancel()
+			continue
+		}
+		if !keepers.CompareAndDelete(key, k) {
+			cancel()
+			return // adopted while it tried: the adopter owns the session now
+		}
+		if err == nil {
+			err = s.releaseFence(ctx)
+		}
+		cancel()
+		if err != nil || s.broken {
+			s.discard()
+			return
+		}
+		_ = s.conn.Close()
+		return
+	}
+}
+
+// adoptFence takes over the kept session of the server, account and epoch,
+// if any. A session the keeper found broken is not adopted.
+func (i *Instance) adoptFence(epoch int64) *sql.Conn {
+	v, ok := keepers.LoadAndDelete(i.keeperKey(epoch))
+	if !ok {
+		return nil
+	}
+	k := v.(*fenceKeeper)
+	close(k.stop)
+	<-k.done
+	if k.s.broken {
+		k.s.discard()
+		return nil
+	}
+	return k.s.conn
+}
+
+// keptSessions are the ids of the sessions this process keeps on the
+// Instance's server (any epoch): this actor's own, never a client session to
+// list, end or count against a fence.
+func (i *Instance) keptSessions() map[uint64]bool {
+	var out map[uint64]bool
+	keepers.Range(func(key, v any) bool {
+		kk := key.(keeperKey)
+		if kk.server == i.Server && (i.Server != "" || kk.db == i.db) {
+			if out == nil {
+				out = map[uint64]bool{}
+			}
+			out[v.(*fenceKeeper).id] = true
+		}
+		return true
+	})
+	return out
+}
+
+// discard closes the session's connection so that it never goes back to the
+// pool; the server ends the session and releases its locks.
+func (s *pinnedSession) discard() {
+	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = s.conn.Close()
+}
+
+// confirm proves, with a fresh round trip to the lease's authority, that the
+// Instance's epoch is still the newest issued (see Instance.Confirm).
+func (i *Instance) confirm(ctx context.Context) error {
+	if i.Confirm == nil {
+		return errors.New("no way to confirm the lease is set")
+	}
+	return i.Confirm(ctx)
 }

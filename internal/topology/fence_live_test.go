@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,8 +88,20 @@ func actor(t testing.TB, s *mariadbtest.Server, epoch int64) *Instance {
 	in.Epoch = func() int64 { return epoch }
 	in.FenceWait = time.Second
 	in.Guard = func(string) (time.Time, error) { return time.Time{}, nil }
+	// The lease's authority: the newest actor's epoch is the one issued last.
+	for n := newestActor.Load(); epoch > n && !newestActor.CompareAndSwap(n, epoch); n = newestActor.Load() {
+	}
+	in.Confirm = func(context.Context) error {
+		if n := newestActor.Load(); n > epoch {
+			return fmt.Errorf("lease lost: epoch %d was issued after %d", n, epoch)
+		}
+		return nil
+	}
 	return in
 }
+
+// newestActor is the highest epoch an actor was made for (see actor).
+var newestActor atomic.Int64
 
 // failpoint pauses the call number at of a hook until release is called.
 type failpoint struct {

@@ -411,10 +411,10 @@ func TestInstanceFollowsUpgrade(t *testing.T) {
 func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 	f := newFakeServer(t)
 	f.onRow(versionQuery, "version", "8.4.3", "version_comment", "MySQL Community Server - GPL")
-	lockSQL := "SELECT IF(GET_LOCK(?, ?) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS holder"
+	lockSQL := "SELECT IF(GET_LOCK(?, 1) = 1, GET_LOCK(?, ?), -1) AS got, IS_USED_LOCK(?) AS own, IS_USED_LOCK(?) AS holder"
 	epochSQL := "SELECT (SELECT epoch FROM mysqlctl.fence WHERE id = 1) AS epoch, @@global.read_only AS read_only, @@global.super_read_only AS super_read_only"
 	releaseSQL := "SELECT RELEASE_LOCK(?) AS fence, RELEASE_LOCK(?) AS own"
-	f.onRow(lockSQL, "got", 1, "holder", 12)
+	f.onRow(lockSQL, "got", 1, "own", 12, "holder", 12)
 	f.onRow(releaseSQL, "fence", 1, "own", 1)
 	f.fail(epochSQL, &mysql.MySQLError{Number: erNoSuchTable, Message: "Table 'mysqlctl.fence' doesn't exist"})
 	stateSQL := "SELECT @@global.read_only AS read_only, @@global.super_read_only AS super_read_only"
@@ -424,7 +424,7 @@ func TestActionsRecordedMySQL84Fenced(t *testing.T) {
 	inst := NewInstance("mysql-0", db)
 	inst.Epoch = func() int64 { return 5 }
 	ctx := context.Background()
-	lock := lockSQL + " [mysqlctl.fence.5, 30, mysqlctl.fence, 2, mysqlctl.fence]"
+	lock := lockSQL + " [mysqlctl.fence.5, mysqlctl.fence, 2, mysqlctl.fence.5, mysqlctl.fence]"
 	release := releaseSQL + " [mysqlctl.fence, mysqlctl.fence.5]"
 
 	must(t, inst.Fence(ctx))

@@ -73,7 +73,9 @@ func (p *Pools) Instance(t Target, incarnation string, creds Credentials) (*Inst
 		p.byName[name] = e
 	}
 	e.used = now
-	return NewInstance(t.Name, e.db, creds.Password.Reveal()), nil
+	i := NewInstance(t.Name, e.db, creds.Password.Reveal())
+	i.Server = t.server(creds.User)
+	return i, nil
 }
 
 // Len is the number of open pools.
