@@ -292,18 +292,21 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 	// members only: a candidate that is merely not Ready is not gone).
 	pod, listed := x.v.pods[x.ev.Candidate]
 	gone := x.v.pods != nil && (!listed || pod == nil || pod.DeletionTimestamp != nil)
-	// Only what the detector counts as a failed check (a timeout, a refused connection) runs
-	// the budget down; any other error waits for the stage's bound.
-	k := topology.KindOf(err)
-	silence := k == topology.ErrorTimeout || k == topology.ErrorRefused
-	silent := x.now.Sub(first)
+	// Silent from the start of the first look that failed (this run's start) to the end of
+	// this one, with no answer between: a look that timed out was silent all along. A
+	// configuration refusal is no silence: it waits for the stage's bound.
+	silent := r.now().Sub(first)
+	silence := topology.AsConfigError(err) == nil
 	if !x.overdue && !gone && (!silence || silent < newPrimaryBudget(x.c)) {
 		return "", nil, notYet("the new primary %s does not answer (for %s): %v", x.ev.Candidate, silent.Round(time.Millisecond), err)
 	}
 	delete(r.lostSince, x.op.ID)
-	why := fmt.Sprintf("silent for %s, the detector's budget", silent.Round(time.Millisecond))
-	if gone {
+	why := fmt.Sprintf("silent for %s, past the detector's budget of %s", silent.Round(time.Millisecond), newPrimaryBudget(x.c))
+	switch {
+	case gone:
 		why = "its pod is gone"
+	case x.overdue:
+		why = fmt.Sprintf("silent for %s, past the stage's bound", silent.Round(time.Millisecond))
 	}
 	msg := fmt.Sprintf("the new primary %s "+newPrimaryLostMark+" (%v; %s): the supervisor judges it as any primary and fails over again if it is dead; without one, run 'failover %s'", x.ev.Candidate, err, why, x.c.Name)
 	r.event(ctx, x.c, true, reasonNewPrimaryLost, msg)

@@ -32,6 +32,19 @@ func holdReadLock(t *testing.T, db *sql.DB) func() {
 	return release
 }
 
+// storedThenReadLocked stores the first of n fresh epochs on the replica
+// (which keeps replicating), then holds a global read lock on it.
+func storedThenReadLocked(t *testing.T, n int) (*fencePair, []int64, func()) {
+	t.Helper()
+	p := sharedFencePair(t)
+	t.Cleanup(func() { p.restore(t) })
+	ctx := context.Background()
+	e := epochs(true, n)
+	must(t, actor(t, p.R, e[0]).StopReplica(ctx))
+	must(t, actor(t, p.R, e[0]).StartReplica(ctx))
+	return p, e, holdReadLock(t, p.R.DB(t))
+}
+
 // waitStoredEpoch waits until s stores epoch (a kept session stores it once
 // the read lock is gone).
 func waitStoredEpoch(t *testing.T, p *fencePair, epoch int64) {
@@ -56,14 +69,9 @@ func waitStoredEpoch(t *testing.T, p *fencePair, epoch int64) {
 // session kept its fence locks until its epoch was stored, the older session
 // took the lock, read the older stored epoch and restarted replication.
 func TestLiveEpochUnstoredUnderReadLock(t *testing.T) {
-	p := sharedFencePair(t)
-	t.Cleanup(func() { p.restore(t) })
+	p, e, release := storedThenReadLocked(t, 3)
 	ctx := context.Background()
-	e := epochs(true, 3)
 	older := actor(t, p.R, e[1])
-	must(t, actor(t, p.R, e[0]).StopReplica(ctx)) // the table exists, e0 stored
-	must(t, actor(t, p.R, e[0]).StartReplica(ctx))
-	release := holdReadLock(t, p.R.DB(t))
 	start := time.Now()
 	if err := actor(t, p.R, e[2]).StopReplica(ctx); err != nil {
 		t.Fatalf("the newer epoch's STOP SLAVE under the read lock: %v (a fence must not wait on a read lock)", err)
@@ -232,13 +240,8 @@ func TestLiveEpochClaimBeforeProof(t *testing.T) {
 // statement waited on its own epoch's lock until its deadline, for as long
 // as the read lock lasted.
 func TestLiveEpochKeptSessionAdopted(t *testing.T) {
-	p := sharedFencePair(t)
-	t.Cleanup(func() { p.restore(t) })
+	p, e, release := storedThenReadLocked(t, 2)
 	ctx := context.Background()
-	e := epochs(true, 2)
-	must(t, actor(t, p.R, e[0]).StopReplica(ctx))
-	must(t, actor(t, p.R, e[0]).StartReplica(ctx))
-	release := holdReadLock(t, p.R.DB(t))
 	must(t, actor(t, p.R, e[1]).StopReplica(ctx)) // unstored: kept
 	next := actor(t, p.R, e[1])                   // the same actor's next stage: a new pool
 	next.DefaultTimeout = 5 * time.Second
@@ -257,13 +260,8 @@ func TestLiveEpochKeptSessionAdopted(t *testing.T) {
 // of them. Before (found by review), the kill's session adopted that very
 // connection and killed itself, and the locks dropped with the epoch unstored.
 func TestLiveEpochKeptSessionNotAClient(t *testing.T) {
-	p := sharedFencePair(t)
-	t.Cleanup(func() { p.restore(t) })
+	p, e, release := storedThenReadLocked(t, 2)
 	ctx := context.Background()
-	e := epochs(true, 2)
-	must(t, actor(t, p.R, e[0]).StopReplica(ctx))
-	must(t, actor(t, p.R, e[0]).StartReplica(ctx))
-	release := holdReadLock(t, p.R.DB(t))
 	a := actor(t, p.R, e[1])
 	must(t, a.ClaimEpoch(ctx)) // unstored: kept
 	// root excluded: the read lock's own session survives.
