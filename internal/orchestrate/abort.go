@@ -87,6 +87,9 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	if sc := c.Status.Scale; sc != nil && sc.Action == scaleRebuild && (op == nil || op.Type == OperationRebuild) {
 		return r.abortRebuild(ctx, c)
 	}
+	if op == nil && c.Status.Scale != nil {
+		return r.abortScale(ctx, c)
+	}
 	if op == nil {
 		return nothingToAbort(key), nil
 	}

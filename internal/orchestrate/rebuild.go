@@ -159,14 +159,14 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 	c, sc := x.c, x.c.Status.Scale
 	name := scalePod(c, sc.Ordinal)
 	if name == x.primaryName {
-		return r.stopScale(ctx, x, fmt.Sprintf("%s is the primary now; a primary is never rebuilt", name), nil)
+		return r.withdrawScale(ctx, x, fmt.Sprintf("%s is the primary now; a primary is never rebuilt", name))
 	}
 	ps, err := x.ss.observe(x.primaryName)
 	if err != nil {
 		return r.scWait(ctx, x, fmt.Errorf("the primary %s does not answer: %w", x.primaryName, err))
 	}
 	if ps.Flavor.IsMySQL() {
-		return r.stopScale(ctx, x, "rebuilding a MySQL instance needs the CLONE plugin, which this version of mysqlctl does not implement", nil)
+		return r.withdrawScale(ctx, x, "rebuilding a MySQL instance needs the CLONE plugin, which this version of mysqlctl does not implement")
 	}
 	donor, why := sc.Donor, ""
 	if donor == "" {
@@ -186,13 +186,13 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 	}
 	if why != "" {
-		return r.stopScale(ctx, x, fmt.Sprintf("the donor %s cannot be copied: %s; name another with --from", donor, why), nil)
+		return r.withdrawScale(ctx, x, fmt.Sprintf("the donor %s cannot be copied: %s; name another with --from", donor, why))
 	}
 	if why, err := r.acksWithout(x, name); err != nil || why != "" {
 		if err != nil {
 			return "", nil, err
 		}
-		return r.stopScale(ctx, x, why, nil)
+		return r.withdrawScale(ctx, x, why)
 	}
 	if err := r.labelRole(ctx, c, name, v1.RoleQuarantined); err != nil {
 		return "", nil, err

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -341,4 +342,48 @@ func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster) error {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Scaling",
 			Message: fmt.Sprintf("scaling from %d to %d instances", sc.Replicas, sc.To)})
 	})
+}
+
+// abortScale backs out a stopped scale (recorded, no operation running) that has no instance
+// half added or half removed: the instances stay as they are, spec.replicas is set back to
+// their count and status.scale is cleared, so that the budget opens again and other operations
+// may run. An instance in flight is refused with the way out: an added one is backed out by a
+// scale to the count without it, a detached one is finished by resume.
+func (r *Runner) abortScale(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	sc := c.Status.Scale
+	name := scalePod(c, sc.Ordinal)
+	if sc.Action != "" && !slices.Contains(sc.Done, "+"+name) && !slices.Contains(sc.Done, "-"+name) {
+		if sc.Action == scaleAdd {
+			return "", fmt.Errorf("%w: the scale of %s stopped while adding %s: run 'scale %s --replicas %d' to back it out, or 'resume %s' to finish the scale to %d", outcome.ErrUnsafe, c.Name, name, c.Name, sc.Ordinal, c.Name, sc.To)
+		}
+		if sc.Replicas <= sc.Ordinal {
+			return "", fmt.Errorf("%w: the scale of %s stopped after %s was detached: run 'resume %s' to finish removing it", outcome.ErrUnsafe, c.Name, name, c.Name)
+		}
+	}
+	n := sc.Replicas
+	if c.Spec.Replicas != n {
+		if err := r.setSpecReplicas(ctx, c, n); err != nil {
+			return "", err
+		}
+	}
+	if _, err := r.guard(fmt.Sprintf("abort the scale of %s", c.Name)); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("scale of %s to %d aborted by %s: it stays at %d instances (spec.replicas %d)", c.Name, sc.To, r.Holder, n, n)
+	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
+		if s.Scale == nil || s.Scale.ID != sc.ID || s.Operation != nil {
+			return errLostRace
+		}
+		s.Scale = nil
+		return nil
+	})
+	if errors.Is(err, errLostRace) {
+		return "", fmt.Errorf("%w: the scale changed while it was being aborted; look again with 'status %s'", outcome.ErrHeld, c.Name)
+	}
+	if err != nil {
+		return "", err
+	}
+	r.event(ctx, c, true, "ScaleAborted", msg)
+	_ = syncPDB(ctx, r.Kube, c)
+	return msg, nil
 }

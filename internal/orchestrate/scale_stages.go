@@ -48,6 +48,21 @@ func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.
 	if ord, ok := ordinalOf(c, x.primaryName); ok && ord >= sc.To {
 		return r.stopScale(ctx, x, fmt.Sprintf("the primary %s would be removed by a scale to %d (a failover moved it there); run 'scale %s --replicas %d' again, which switches over first", x.primaryName, sc.To, c.Name, sc.To), nil)
 	}
+	if sc.To < sc.Replicas {
+		// Only replicas that acknowledge now count: a quarantined or stopped one does not, and a
+		// scale that removes the last acknowledgers would be refused at DetachingInstance after
+		// spec.replicas and the budget had changed.
+		var going []string
+		for ord := sc.To; ord < sc.Replicas; ord++ {
+			going = append(going, scalePod(c, ord))
+		}
+		if why, err := r.acksWithout(x, going...); err != nil || why != "" {
+			if err != nil {
+				return "", nil, err
+			}
+			return r.withdrawScale(ctx, x, why)
+		}
+	}
 	if c.Spec.Replicas != sc.To {
 		if err := r.setSpecReplicas(ctx, c, sc.To); err != nil {
 			return "", nil, err
@@ -208,6 +223,31 @@ func (r *Runner) stopScale(ctx context.Context, x *stageEnv, reason string, chan
 	}, nil
 }
 
+// withdrawScale ends a scale or rebuild refused before it changed anything (no instance added,
+// detached, quarantined or copied into): its record goes with the refusal, so that it blocks no
+// later operation, leaves nothing to resume or abort, and the budget opens again. One that had
+// changed something stops as stopScale says.
+func (r *Runner) withdrawScale(ctx context.Context, x *stageEnv, reason string) (string, func(*v1.MysqlClusterStatus), error) {
+	sc := x.c.Status.Scale
+	if sc.Action != "" && sc.Action != scaleRebuild || len(sc.Done) > 0 || sc.SeedMethod != "" || sc.Seeded || sc.SeedJob != "" {
+		return r.stopScale(ctx, x, reason, nil)
+	}
+	what := fmt.Sprintf("the scale to %d", sc.To)
+	if sc.Action == scaleRebuild {
+		what = "the rebuild of " + scalePod(x.c, sc.Ordinal)
+	}
+	msg := fmt.Sprintf("%s; %s was refused and changed nothing", reason, what)
+	r.event(ctx, x.c, true, "ScaleRefused", msg)
+	now := x.now
+	return "", func(s *v1.MysqlClusterStatus) {
+		finish(s, now, "Failed", msg, 0)
+		s.Scale = nil
+		if len(s.ErrantInstances) > 0 {
+			s.Phase = v1.PhaseDegraded
+		}
+	}, nil
+}
+
 // scWait waits for what err says is missing (an instance that does not answer, a pod that is
 // not ready), up to the stage's bound; past it the scale stops with the reason.
 func (r *Runner) scWait(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
@@ -240,10 +280,10 @@ func (x *stageEnv) observePair(name string) (primary, instance topology.Snapshot
 	return primary, instance, err
 }
 
-// acksWithout says why the instance may not stop replicating: without it the primary would have
-// fewer semi-sync replicas connected than it waits for, and every commit would stall ("" when it
-// may).
-func (r *Runner) acksWithout(x *stageEnv, name string) (string, error) {
+// acksWithout says why the instances may not stop replicating: without them the primary would
+// have fewer semi-sync replicas connected than it waits for, and every commit would stall (""
+// when they may).
+func (r *Runner) acksWithout(x *stageEnv, names ...string) (string, error) {
 	want := semiSyncAcks(x.c)
 	if want == 0 {
 		return "", nil
@@ -253,11 +293,13 @@ func (r *Runner) acksWithout(x *stageEnv, name string) (string, error) {
 		return "", err
 	}
 	acks := ps.SemiSync.SourceClients
-	if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, PodHost(x.c, x.primaryName)) {
-		acks--
+	for _, name := range names {
+		if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, PodHost(x.c, x.primaryName)) {
+			acks--
+		}
 	}
 	if ps.SemiSync.SourceEnabled && acks < want {
-		return fmt.Sprintf("without %s the primary %s would have %d semi-sync replica(s) connected and waits for %d: every commit would stall; repair the other replicas first", name, x.primaryName, acks, want), nil
+		return fmt.Sprintf("without %s the primary %s would have %d semi-sync replica(s) connected and waits for %d: every commit would stall; repair the other replicas first", strings.Join(names, ", "), x.primaryName, acks, want), nil
 	}
 	return "", nil
 }

@@ -313,11 +313,20 @@ func purgeBinlogs(t *testing.T, ctx context.Context, d *sql.DB) {
 // replicates, its quarantine is released, and neither its errant write nor its old data is left.
 func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string) {
 	t.Helper()
+	// The primary is sc-0 or sc-1 (the scale down to 2 kept it there): the victim is the other
+	// one, and sc-2, the highest ordinal, is left as the primary's only acknowledger.
 	victim := "sc-1"
 	if primary == victim {
-		victim = "sc-2"
+		victim = "sc-0"
 	}
 	vdb := db(t, mustPodAddr(t, ctx, victim), root)
+	// A table whose name, pasted into the seed Job's SQL, made the Job run a statement of its
+	// own as root (and fail, so that the instance could never be rebuilt): made on the primary,
+	// replicated to the victim, set aside there and copied again by the rebuild.
+	pdb := db(t, mustPodAddr(t, ctx, primary), root)
+	if _, err := pdb.ExecContext(ctx, "CREATE TABLE app.`x``/**/TO/**/``app``.``y``;CREATE/**/USER/**/root@\"127.9.9.9\";#` (i INT)"); err != nil {
+		t.Fatal(err)
+	}
 	elevated(t, ctx, vdb, "STOP SLAVE", "CREATE DATABASE rogue", "INSERT INTO app.w VALUES (-5)")
 	if res := mysqlctl(t, "reconcile", "sc", "--timeout", "3m"); res.code != 4 {
 		t.Fatalf("reconcile of an errant replica: exit %d, want 4 (Degraded)\n%s%s", res.code, res.stdout, res.stderr)
@@ -327,6 +336,24 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	}
 	if res := mysqlctl(t, "rebuild", "sc", primary); res.code != 4 || !strings.Contains(res.stderr, "never rebuilt") {
 		t.Fatalf("rebuild of the primary: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	// The other replica is the primary's only acknowledger now: its rebuild is refused at
+	// RebuildPreparing and the refusal changes nothing (no stopped rebuild that blocks the next
+	// one, no quarantine).
+	other := "sc-2"
+	if res := mysqlctl(t, "rebuild", "sc", other); res.code != 4 || !strings.Contains(res.stderr, "semi-sync") || !strings.Contains(res.stderr, "changed nothing") {
+		t.Fatalf("rebuild of the last acknowledger %s: exit %d, want 4 and a refusal that changed nothing\n%s", other, res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || len(c.Status.ErrantInstances) != 1 || podLabel(t, ctx, other, orchestrate.LabelRole) != string(v1.RoleReplica) {
+		t.Fatalf("the refused rebuild left scale %+v, operation %+v, quarantined %+v", c.Status.Scale, c.Status.Operation, c.Status.ErrantInstances)
+	}
+	// A scale to 2 would remove sc-2, the last acknowledger: refused at Planning, before
+	// spec.replicas or the budget changed (it was refused at DetachingInstance, a dead end).
+	if res := mysqlctl(t, "scale", "sc", "--replicas", "2"); res.code != 4 || !strings.Contains(res.stderr, "changed nothing") {
+		t.Fatalf("scale to 2 without its last acknowledger: exit %d, want 4 and a refusal that changed nothing\n%s", res.code, res.stderr)
+	}
+	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || c.Spec.Replicas != 3 {
+		t.Fatalf("the refused scale left scale %+v, operation %+v, spec.replicas %d", c.Status.Scale, c.Status.Operation, c.Spec.Replicas)
 	}
 	killAt(t, ctx, orchestrate.StageJoiningInstance, "rebuild", "sc", victim)
 	var aside int
@@ -359,6 +386,9 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	}
 	if err := vdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.w WHERE id = -5").Scan(&left); err != nil || left != 0 {
 		t.Fatalf("the errant row is still on %s (%d, %v)", victim, left, err)
+	}
+	if err := vdb.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM mysql.user WHERE host = '127.9.9.9') * 10 + (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'app' AND table_name LIKE 'x`%')").Scan(&left); err != nil || left != 1 {
+		t.Fatalf("after the rebuild, %d (want 1: no account made by a table name, the table copied) on %s (%v)", left, victim, err)
 	}
 	reasons, texts := eventReasons(t, ctx, "sc")
 	requireEvents(t, reasons, texts, "RebuildStarted", "RebuildFinished")

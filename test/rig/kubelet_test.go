@@ -13,12 +13,14 @@ import (
 	"net/url"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream" //nolint:staticcheck // client-go's portforward still takes this type
@@ -447,5 +449,51 @@ func TestKubeletAPIChecksBothSides(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("the API server's client: %s", resp.Status)
+	}
+}
+
+// `kubectl logs job/NAME`, which a failed copy's message suggests, shows the output of a Job's
+// failed pod (the seed Job runs from the cluster's image; its pod stays, Failed, for its logs).
+func TestKubectlLogsOfFailedJob(t *testing.T) {
+	mariadb(t) // the namespace and a node running pods
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	backoff := int32(0)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "fails", Namespace: ns},
+		Spec: batchv1.JobSpec{BackoffLimit: &backoff, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "seed", Image: "mariadb:10.11", Command: []string{"bash", "-c", "echo 'mysqlctl seed: the copy failed here' >&2; exit 1"}}},
+		}}},
+	}
+	if _, err := r.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = r.Client.BatchV1().Jobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	}()
+	for {
+		got, err := r.Client.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(got.Status.Conditions, func(c batchv1.JobCondition) bool {
+			return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue
+		}) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the Job did not fail: %+v\n%s", got.Status, describe(t))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	out, err := osexec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", r.Kubeconfig, "-n", ns, "logs", "job/"+job.Name).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "the copy failed here") {
+		t.Fatalf("kubectl logs job/%s: %q %v", job.Name, out, err)
 	}
 }
