@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -125,7 +124,7 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 	}
 	for _, a := range res.Derived {
 		if a.Result != orchestrate.Unchanged {
-			fmt.Fprintf(out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+			fmt.Fprintln(out, a)
 		}
 	}
 	if err != nil {

@@ -57,9 +57,10 @@ func TestCreateGetDelete(t *testing.T) {
 
 	r := runK(t, "create", "demo", "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "1Gi", "-n", "default")
 	want := "mysqlcluster.mysqlctl.io/demo created\nsecret/demo-credentials created (random passwords)\n" +
-		"configmap/demo-config created\nservice/demo-instances created\nservice/demo-primary created\n" +
+		"configmap/demo-config-HASH created\nservice/demo-instances created\nservice/demo-primary created\n" +
 		"service/demo-replicas created\npoddisruptionbudget/demo created\nstatefulset/demo created\n"
-	if r.code != cmdutil.ExitOK || r.stdout != want {
+	// The ConfigMap is named by its content (16 hex digits).
+	if got := regexp.MustCompile(`demo-config-[0-9a-f]{16} `).ReplaceAllString(r.stdout, "demo-config-HASH "); r.code != cmdutil.ExitOK || got != want {
 		t.Fatalf("create: exit %d\nstdout %q\nwant   %q\nstderr %s", r.code, r.stdout, want, r.stderr)
 	}
 	cluster := &v1.MysqlCluster{}

@@ -395,7 +395,7 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 		fmt.Fprintf(ios.Out, "secret/%s created (random passwords)\n", orchestrate.SecretName(cluster))
 	}
 	for _, a := range applied {
-		fmt.Fprintf(ios.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+		fmt.Fprintln(ios.Out, a)
 	}
 	if !o.Wait {
 		fmt.Fprintf(ios.ErrOut, "Replication is bootstrapped by 'reconcile %s' (or 'create --wait', or a running 'watch').\n", cluster.Name)

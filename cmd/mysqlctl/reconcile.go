@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,7 +92,7 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 	}
 	for _, a := range applied {
 		if a.Result != orchestrate.Unchanged {
-			fmt.Fprintf(o.f.IOStreams.Out, "%s/%s %s\n", strings.ToLower(a.Kind), a.Name, a.Result)
+			fmt.Fprintln(o.f.IOStreams.Out, a)
 		}
 	}
 	if !o.Wait {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,6 +110,12 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", outcome.ErrInvalid, err)
 		}
 	}
+	if up := cluster.Status.Upgrade; up != nil && o.Image != "" && up.ToImage != "" && up.ToImage != o.Image && !o.Plan.dryRun() {
+		// Its pods may already run the recorded image: the rollout finishes (or is aborted)
+		// before the spec names another.
+		return fmt.Errorf("%w: the upgrade of %s to %s is recorded (%s): run 'resume %s' to finish it, or 'abort %s', then upgrade to %s",
+			outcome.ErrUnsafe, cluster.Name, up.ToImage, up.Barrier, cluster.Name, cluster.Name, o.Image)
+	}
 	if o.Plan.dryRun() || (o.Image != "" && o.Image != cluster.Spec.Image) {
 		// The version rules are checked against the servers before anything changes.
 		p, err := planUpgrade(ctx, o.f, o.Dialer, o.Timeout, key, o.Image)
@@ -146,9 +153,14 @@ func (o *UpgradeOptions) setImage(ctx context.Context, cluster *v1.MysqlCluster)
 	if err != nil {
 		return err
 	}
-	patch := client.MergeFrom(cluster.DeepCopy())
+	// A compare-and-swap on the cluster read before the plan: a spec another command changed
+	// after the version rules were checked against it is not overwritten.
+	patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	cluster.Spec.Image = o.Image
 	if err := c.Patch(ctx, cluster, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %s changed while the upgrade was checked (another command wrote it); nothing was changed: look at 'status %s' and run the upgrade again", outcome.ErrHeld, cluster.Name, cluster.Name)
+		}
 		return fmt.Errorf("setting spec.image of %s: %w", cluster.Name, cmdutil.ExplainAPIError(err))
 	}
 	return nil

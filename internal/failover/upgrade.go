@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -194,4 +195,30 @@ func CheckUpgradeAll(running []topology.Flavor, to ImagePromise) string {
 		}
 	}
 	return ""
+}
+
+// HoldTemplate decides whether a new pod template may be written to a StatefulSet. changed says
+// the template differs from the live one; current is the StatefulSet's current revision and
+// podRevisions each pod's revision. While a rollout is unfinished (a pod runs a revision other
+// than the current one), a new template would make the pods below the new partition come back,
+// when recreated, at the current revision: an older template, over a data directory a newer
+// version may have rewritten (or, with the partition held low, restart the pods above it with
+// no barrier). The change is held until the rollout finishes: the answer names the pods that
+// left the current revision ("" when the template may be written).
+func HoldTemplate(changed bool, current string, podRevisions map[string]string) string {
+	if !changed || current == "" {
+		return ""
+	}
+	var ahead []string
+	for pod, rev := range podRevisions {
+		if rev != "" && rev != current {
+			ahead = append(ahead, pod)
+		}
+	}
+	if len(ahead) == 0 {
+		return ""
+	}
+	slices.Sort(ahead)
+	return fmt.Sprintf("%s already run(s) a revision the StatefulSet's current revision %s is older than (a rollout is unfinished): with a new template, a pod recreated would come back at %s, over data a newer version may have rewritten; the change waits until the rollout finishes ('resume' the upgrade, or 'upgrade' to the image it rolls out)",
+		strings.Join(ahead, ", "), current, current)
 }

@@ -175,3 +175,27 @@ func TestCheckUpgradeAllRefusesDowngradingAnyInstance(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		changed bool
+		current string
+		pods    map[string]string
+		held    bool
+	}{
+		{"unchanged template", false, "r1", map[string]string{"a-0": "r1", "a-2": "r2"}, false},
+		{"every pod at the current revision", true, "r1", map[string]string{"a-0": "r1", "a-1": "r1"}, false},
+		{"a pod ahead of the current revision", true, "r1", map[string]string{"a-0": "r1", "a-2": "r2"}, true},
+		{"a pod whose revision is not known yet", true, "r1", map[string]string{"a-0": "r1", "a-1": ""}, false},
+		{"no StatefulSet status yet", true, "", map[string]string{"a-0": "r2"}, false},
+	} {
+		why := HoldTemplate(tc.changed, tc.current, tc.pods)
+		if (why != "") != tc.held {
+			t.Errorf("%s: %q, want held %v", tc.name, why, tc.held)
+		}
+		if tc.held && !strings.Contains(why, "a-2") {
+			t.Errorf("%s: %q does not name the pod ahead", tc.name, why)
+		}
+	}
+}

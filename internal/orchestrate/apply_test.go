@@ -138,11 +138,16 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("replicas change: %d writes, results %v", n, got)
 	}
 
-	// A my.cnf change touches the ConfigMap and the template's config hash, nothing else.
+	// A my.cnf change makes a ConfigMap of its own (pods of the earlier revision keep reading
+	// theirs) and changes the template that names it, nothing else.
 	cluster.Spec.MysqlConfig = map[string]string{"max_connections": "200"}
+	cnf, err := RenderMyCnf(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writes.Store(0)
 	got = applyAll(cluster)
-	if n := writes.Load(); n != 2 || got["ConfigMap/apply-config"] != Configured || got["StatefulSet/apply"] != Configured {
+	if n := writes.Load(); n != 2 || got["ConfigMap/"+ConfigMapName(cluster, cnf)] != Created || got["StatefulSet/apply"] != Configured {
 		t.Errorf("config change: %d writes, results %v", n, got)
 	}
 
@@ -165,10 +170,10 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("selector not repaired: %v", svc.Spec.Selector)
 	}
 
-	// A key removed from mysqlConfig disappears from the ConfigMap.
+	// A key removed from mysqlConfig: a ConfigMap without it.
 	cluster.Spec.MysqlConfig = nil
 	cm, _ := BuildConfigMap(cluster)
-	if r, err := Apply(ctx, c, cm); err != nil || r != Configured {
+	if r, err := Apply(ctx, c, cm); err != nil || r != Created {
 		t.Fatalf("removal: %v %v", r, err)
 	}
 	live := &corev1.ConfigMap{}

@@ -1,6 +1,8 @@
 package orchestrate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -160,9 +162,15 @@ func BuildConfigMap(c *v1.MysqlCluster) (*corev1.ConfigMap, error) {
 	}
 	return &corev1.ConfigMap{
 		TypeMeta:   typeMeta("v1", "ConfigMap"),
-		ObjectMeta: objectMeta(c, ConfigMapName(c), "config"),
+		ObjectMeta: objectMeta(c, ConfigMapName(c, cnf), "config"),
 		Data:       map[string]string{ConfigFileName: cnf},
 	}, nil
+}
+
+// configHash identifies a my.cnf (16 hex digits of its SHA-256).
+func configHash(cnf string) string {
+	sum := sha256.Sum256([]byte(cnf))
+	return hex.EncodeToString(sum[:8])
 }
 
 // mysqlBefore8026 reports whether the image's tag names a MySQL version before 8.0.26 (5.7, or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,17 +85,38 @@ func DerivedObjects(cluster *v1.MysqlCluster, cv Convergence) ([]client.Object, 
 type AppliedObject struct {
 	Kind, Name string
 	Result     ApplyResult
+	// Reason says why the object was Held.
+	Reason string
+}
+
+// String is the object's line as kubectl prints it ("statefulset/db configured"), with the
+// reason of a hold.
+func (a AppliedObject) String() string {
+	s := fmt.Sprintf("%s/%s %s", strings.ToLower(a.Kind), a.Name, a.Result)
+	if a.Reason != "" {
+		s += ": " + a.Reason
+	}
+	return s
+}
+
+// DerivedClient is the part of a Kubernetes client ApplyDerived needs: Apply's, and a list of
+// the StatefulSet's pods (see holdTemplate).
+type DerivedClient interface {
+	ApplyClient
+	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
 }
 
 // ApplyDerived applies every derived object (not the Secret) and reports what changed.
-func ApplyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+func ApplyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
 	return applyDerived(ctx, c, cluster, cv, nil)
 }
 
 // applyDerived is ApplyDerived with a guard asked before every object is applied (nil: none):
 // an actor holding the cluster's lease passes its validity check, so that an actor that lost
-// the lease halfway stops before the next write.
-func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, cv Convergence, guard func() error) ([]AppliedObject, error) {
+// the lease halfway stops before the next write. A new pod template is held while a rollout is
+// unfinished (holdTemplate), reported Held; its ConfigMap is written (no pod reads it before the
+// template does). ConfigMaps no revision of the StatefulSet reads any more are deleted.
+func applyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv Convergence, guard func() error) ([]AppliedObject, error) {
 	cluster, err := pinReplicas(ctx, c, cluster)
 	if err != nil {
 		return nil, err
@@ -103,8 +125,17 @@ func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, 
 	if err != nil {
 		return nil, err
 	}
+	held := ""
+	for _, o := range objs {
+		if sts, ok := o.(*appsv1.StatefulSet); ok {
+			if held, err = holdTemplate(ctx, c, sts); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var out []AppliedObject
 	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
 		if guard != nil {
 			if err := guard(); err != nil {
 				return out, err
@@ -114,8 +145,13 @@ func applyDerived(ctx context.Context, c ApplyClient, cluster *v1.MysqlCluster, 
 		if err != nil {
 			return out, err
 		}
-		out = append(out, AppliedObject{Kind: o.GetObjectKind().GroupVersionKind().Kind, Name: o.GetName(), Result: r})
+		a := AppliedObject{Kind: kind, Name: o.GetName(), Result: r}
+		if _, sts := o.(*appsv1.StatefulSet); sts && held != "" {
+			a.Result, a.Reason = Held, "its new pod template waits: "+held
+		}
+		out = append(out, a)
 	}
+	pruneConfigMaps(ctx, c, cluster)
 	return out, nil
 }
 

@@ -73,8 +73,12 @@ func StatefulSetName(c *v1.MysqlCluster) string { return c.Name }
 // stable DNS name (<pod>.<headless>.<namespace>.svc).
 func HeadlessServiceName(c *v1.MysqlCluster) string { return c.Name + "-instances" }
 
-// ConfigMapName names the ConfigMap holding my.cnf.
-func ConfigMapName(c *v1.MysqlCluster) string { return c.Name + "-config" }
+// ConfigMapName names the ConfigMap holding the my.cnf cnf: one per configuration, named by
+// its content, so that a pod reads the configuration of the template revision it was made from
+// (a pod recreated at an older revision never starts with a newer revision's options).
+func ConfigMapName(c *v1.MysqlCluster, cnf string) string {
+	return c.Name + "-config-" + configHash(cnf)
+}
 
 // PrimaryServiceName is spec.primaryService or its default.
 func PrimaryServiceName(c *v1.MysqlCluster) string {

@@ -89,7 +89,6 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(cnf))
 	size, err := resource.ParseQuantity(storageSize(c))
 	if err != nil {
 		return nil, fmt.Errorf("spec.storage.size %q: %w", storageSize(c), err)
@@ -137,7 +136,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labelsWith(c, "database"),
-					Annotations: map[string]string{AnnotationConfigHash: hex.EncodeToString(sum[:8])},
+					Annotations: map[string]string{AnnotationConfigHash: configHash(cnf)},
 				},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: &grace,
@@ -175,7 +174,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 					Volumes: []corev1.Volume{
 						{Name: "conf", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c, cnf)},
 						}}},
 					},
 				},

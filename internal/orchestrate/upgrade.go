@@ -212,7 +212,20 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range []client.Object{cm, sts} {
+	objs := []client.Object{cm, sts}
+	held, err := holdTemplate(ctx, r.Kube, sts)
+	if err != nil {
+		return nil, err
+	}
+	if held != "" {
+		// The rollout goes on with the template it started (and its pods' configuration);
+		// one that would roll out another image than the spec's cannot go on.
+		if img := templateImage(&sts.Spec.Template); img != c.Spec.Image {
+			return nil, fmt.Errorf("%w: spec.image is %s, and the rollout of %s is unfinished: %s; set spec.image back to %s and run 'resume %s' to finish it, then upgrade to %s",
+				outcome.ErrUnsafe, c.Spec.Image, img, held, img, c.Name, c.Spec.Image)
+		}
+	}
+	for _, o := range objs {
 		deadline, err := r.guard("apply the " + o.GetObjectKind().GroupVersionKind().Kind + " of " + c.Name)
 		if err != nil {
 			return nil, err
@@ -229,6 +242,7 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 			return nil, err
 		}
 	}
+	pruneConfigMaps(ctx, r.Kube, c)
 	live := &appsv1.StatefulSet{}
 	if err := r.Kube.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
 		return nil, err
@@ -237,6 +251,11 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 		return nil, notYet("the StatefulSet controller has not observed generation %d of %s yet", live.Generation, live.Name)
 	}
 	return live, nil
+}
+
+// templateImage is the image of the MySQL container of a pod template.
+func templateImage(t *corev1.PodTemplateSpec) string {
+	return containerImage(&corev1.Pod{Spec: t.Spec})
 }
 
 // podUpdated reports whether the pod was created from the StatefulSet's current template.

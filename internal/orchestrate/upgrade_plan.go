@@ -76,6 +76,11 @@ func (r *Runner) PlanUpgrade(ctx context.Context, key client.ObjectKey, image st
 		return p, nil
 	}
 	p.VersionCheck = fmt.Sprintf("%s to %s: allowed", versionList(versions), promise)
+	x.primaryName = c.Status.CurrentPrimary
+	if why, err := r.upRestartStalls(x); err != nil || why != "" {
+		p.Refusal = why
+		return p, err
+	}
 	updated, primary, err := r.planRollState(ctx, c)
 	if err != nil {
 		return p, err

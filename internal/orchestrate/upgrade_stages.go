@@ -114,6 +114,12 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 			s.Operation.Message = fmt.Sprintf("the next pod to restart is the primary %s: its role moves to %s first", from, to)
 		}, nil
 	}
+	if why, err := r.acksWithout(x, name(step.Ordinal)); err != nil || why != "" {
+		if err != nil {
+			return "", nil, err
+		}
+		return r.stopUpgrade(ctx, x, restartStallWay(why, c), false)
+	}
 	k := int32(step.Ordinal)
 	r.event(ctx, c, false, "UpgradeRestartingPod", fmt.Sprintf("upgrade %s: restarting %s on the new template", x.op.ID, name(step.Ordinal)))
 	return StageTemplatePending, func(s *v1.MysqlClusterStatus) {
@@ -467,4 +473,26 @@ func (r *Runner) primaryGone(x *stageEnv) (string, error) {
 	}
 	delete(r.attempts, key)
 	return fmt.Sprintf("the primary %s has not answered for %s (%v)", x.primaryName, x.now.Sub(since).Round(time.Second), err), nil
+}
+
+// upRestartStalls says why restarting a replica, as every rollout does one at a time, would
+// stall the primary's commits ("" when it would not): the primary would have fewer semi-sync
+// replicas connected than it waits for until the replica is back (and for good if it never
+// comes back), while the supervisor sees a healthy primary.
+func (r *Runner) upRestartStalls(x *stageEnv) (string, error) {
+	for _, m := range x.members {
+		if m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
+			continue
+		}
+		if why, err := r.acksWithout(x, m.pod.Name); err != nil || why != "" {
+			return restartStallWay(why, x.c), err
+		}
+	}
+	return "", nil
+}
+
+// restartStallWay is the refusal of a restart that would stall the primary, with the ways out.
+func restartStallWay(why string, c *v1.MysqlCluster) string {
+	return fmt.Sprintf("restarting a replica: %s; scale %s to %d instances first ('scale %s --replicas %d'), or lower spec.semiSync.waitForReplicas (or set spec.semiSync.enabled to false) for the upgrade",
+		why, c.Name, semiSyncAcks(c)+2, c.Name, semiSyncAcks(c)+2)
 }

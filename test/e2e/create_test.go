@@ -193,8 +193,10 @@ func resourceVersions(t *testing.T, ctx context.Context) map[string]string {
 	if o, err := cs.AppsV1().StatefulSets("default").Get(ctx, "demo", metav1.GetOptions{}); err == nil {
 		out["sts"] = o.ResourceVersion
 	}
-	if o, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "demo-config", metav1.GetOptions{}); err == nil {
-		out["cm"] = o.ResourceVersion
+	if l, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: orchestrate.LabelInstance + "=demo"}); err == nil {
+		for _, o := range l.Items {
+			out["cm/"+o.Name] = o.ResourceVersion
+		}
 	}
 	for _, s := range []string{"demo-instances", "demo-primary", "demo-replicas"} {
 		if o, err := cs.CoreV1().Services("default").Get(ctx, s, metav1.GetOptions{}); err == nil {

@@ -1,0 +1,131 @@
+package orchestrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
+)
+
+// Held is the result of a StatefulSet template (and the ConfigMap its pods read) that was not
+// written because a rollout is unfinished (see holdTemplate).
+const Held ApplyResult = "held"
+
+// holdTemplate reads the live StatefulSet want would replace and the pods it owns, and decides
+// with failover.HoldTemplate whether want's template may be written. When it is held, want is
+// changed in place to keep the live template, and the partition is never raised (a lower one, an
+// upgrade stepping its rollout on, is kept): the rollout in progress goes on with the template
+// it started, and the change is written once it has finished. The reason says why ("" when
+// want may be written as built).
+func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.StatefulSet) (string, error) {
+	live := &appsv1.StatefulSet{}
+	err := kube.Get(ctx, client.ObjectKeyFromObject(want), live)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	liveTpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&live.Spec.Template)
+	if err != nil {
+		return "", err
+	}
+	wantTpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want.Spec.Template)
+	if err != nil {
+		return "", err
+	}
+	changed := !Contains(liveTpl, wantTpl)
+	if !changed {
+		return "", nil
+	}
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(want.Namespace), client.MatchingLabels(want.Spec.Selector.MatchLabels)); err != nil {
+		return "", err
+	}
+	revs := map[string]string{}
+	for _, p := range pods.Items {
+		revs[p.Name] = p.Labels[revisionLabel]
+	}
+	why := failover.HoldTemplate(changed, live.Status.CurrentRevision, revs)
+	if why == "" {
+		return "", nil
+	}
+	want.Spec.Template = *live.Spec.Template.DeepCopy()
+	if lp, wp := partitionOf(live), partitionOf(want); lp != nil && wp != nil && *lp < *wp {
+		*wp = *lp
+	}
+	return why, nil
+}
+
+// partitionOf is the StatefulSet's rolling-update partition (nil when it has none).
+func partitionOf(s *appsv1.StatefulSet) *int32 {
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		return ru.Partition
+	}
+	return nil
+}
+
+// pruneClient is what pruneConfigMaps needs of a Kubernetes client.
+type pruneClient interface {
+	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
+	Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
+}
+
+// pruneConfigMaps deletes the cluster's ConfigMaps that nothing may read any more: kept are the
+// one the spec renders, every one a pod mounts, and every one a revision of the StatefulSet
+// names (the live template, and each ControllerRevision the controller keeps, the current one
+// included, from which a deleted pod is recreated). Housekeeping only: a client that may not
+// list or delete leaves them, and the cluster's deletion removes them all (they are owned).
+func pruneConfigMaps(ctx context.Context, kube any, c *v1.MysqlCluster) {
+	pc, ok := kube.(pruneClient)
+	if !ok {
+		return
+	}
+	cnf, err := RenderMyCnf(c)
+	if err != nil {
+		return
+	}
+	cms := &corev1.ConfigMapList{}
+	if pc.List(ctx, cms, client.InNamespace(c.Namespace), client.MatchingLabels(labelsWith(c, "config"))) != nil || len(cms.Items) < 2 {
+		return
+	}
+	var refs [][]byte
+	revs := &appsv1.ControllerRevisionList{}
+	pods := &corev1.PodList{}
+	sts := &appsv1.StatefulSetList{}
+	sel := client.MatchingLabels(SelectorLabels(c))
+	if pc.List(ctx, revs, client.InNamespace(c.Namespace), sel) != nil || pc.List(ctx, pods, client.InNamespace(c.Namespace), sel) != nil ||
+		pc.List(ctx, sts, client.InNamespace(c.Namespace), sel) != nil {
+		return
+	}
+	for _, r := range revs.Items {
+		refs = append(refs, r.Data.Raw)
+	}
+	for _, p := range pods.Items {
+		b, _ := json.Marshal(p.Spec.Volumes)
+		refs = append(refs, b)
+	}
+	for _, s := range sts.Items {
+		b, _ := json.Marshal(s.Spec.Template.Spec.Volumes)
+		refs = append(refs, b)
+	}
+	keep := ConfigMapName(c, cnf)
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		quoted := []byte(strconv.Quote(cm.Name))
+		if cm.Name == keep || slices.ContainsFunc(refs, func(b []byte) bool { return bytes.Contains(b, quoted) }) {
+			continue
+		}
+		_ = pc.Delete(ctx, cm, client.Preconditions{ResourceVersion: &cm.ResourceVersion})
+	}
+}

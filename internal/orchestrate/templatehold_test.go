@@ -1,0 +1,158 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestTemplateHeldMidRollout, against the real API server: with a pod already on a revision
+// other than the StatefulSet's current one, a changed template (another mysqlConfig) is not
+// written and the partition is not raised; the StatefulSet keeps the template it rolls out and
+// is reported Held. Once every pod runs the current revision, the change is written. Each
+// configuration gets its own ConfigMap, and one that no revision names is deleted while one a
+// ControllerRevision still names is kept.
+func TestTemplateHeldMidRollout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, key, get := requestCluster(t, ctx, "held")
+	cluster := get()
+	if _, err := ApplyDerived(ctx, c, cluster, Convergence{}); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, key, sts); err != nil {
+		t.Fatal(err)
+	}
+	oldImage := sts.Spec.Template.Spec.Containers[0].Image
+	// A rollout part-way: the partition lowered to 2, held-2 on revision r2, the others on r1.
+	two := int32(2)
+	sts.Spec.UpdateStrategy.RollingUpdate.Partition = &two
+	if err := c.Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 3, CurrentRevision: "held-r1", UpdateRevision: "held-r2"}
+	if err := c.Status().Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	for i, rev := range []string{"held-r1", "held-r1", "held-r2"} {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "held-" + string(rune('0'+i)), Namespace: "default", Labels: labelsWith(cluster, "database")},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: oldImage}}},
+		}
+		p.Labels[revisionLabel] = rev
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldCM := ""
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil {
+			oldCM = v.ConfigMap.Name
+		}
+	}
+
+	changed := get()
+	changed.Spec.MysqlConfig = map[string]string{"max_connections": "345"}
+	applied, err := ApplyDerived(ctx, c, changed, Convergence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stsLine string
+	for _, a := range applied {
+		if a.Kind == "StatefulSet" {
+			stsLine = a.String()
+		}
+	}
+	if !strings.Contains(stsLine, "held") || !strings.Contains(stsLine, "held-2") {
+		t.Fatalf("the StatefulSet's line is %q, want held naming held-2", stsLine)
+	}
+	live := &appsv1.StatefulSet{}
+	if err := c.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	if p := live.Spec.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 2 || live.Spec.Template.Spec.Containers[0].Image != oldImage || !volumeNames(live, oldCM) {
+		t.Fatalf("mid-rollout the StatefulSet changed: partition %v, template volumes %+v", p, live.Spec.Template.Spec.Volumes)
+	}
+
+	// The rollout finished (every pod on the current revision): the change is written.
+	live.Status.CurrentRevision = "held-r2"
+	if err := c.Status().Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"held-0", "held-1"} {
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: n}, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Labels[revisionLabel] = "held-r2"
+		if err := c.Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A revision the controller keeps still names the old ConfigMap; a third one names none.
+	cnf, err := RenderMyCnf(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCM := ConfigMapName(changed, cnf)
+	raw, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "conf",
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: oldCM}}}}}}})
+	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "held-r1", Namespace: "default", Labels: labelsWith(cluster, "database")}, Revision: 1}
+	if rev.Data.Raw, err = json.Marshal(map[string]any{"spec": map[string]any{"template": raw, "$patch": "replace"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held-config-0000000000000000", Namespace: "default", Labels: labelsWith(cluster, "config")}}
+	if err := c.Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	// Pods read nothing here: they mount the old ConfigMap only through the revision.
+	for _, n := range []string{"held-0", "held-1", "held-2"} {
+		if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "default"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied, err = ApplyDerived(ctx, c, changed, Convergence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range applied {
+		if a.Result == Held {
+			t.Fatalf("after the rollout: %s", a)
+		}
+	}
+	if err := c.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	if !volumeNames(live, newCM) {
+		t.Fatalf("the change was not written: template volumes %+v", live.Spec.Template.Spec.Volumes)
+	}
+	for name, want := range map[string]bool{oldCM: true, newCM: true, orphan.Name: false} {
+		err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &corev1.ConfigMap{})
+		if kept := err == nil; kept != want || err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s: kept %v (%v), want kept %v", name, kept, err, want)
+		}
+	}
+}
+
+// volumeNames reports whether the StatefulSet's template mounts the ConfigMap name.
+func volumeNames(s *appsv1.StatefulSet, name string) bool {
+	for _, v := range s.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == name {
+			return true
+		}
+	}
+	return false
+}
