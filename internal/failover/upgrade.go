@@ -222,3 +222,20 @@ func HoldTemplate(changed bool, current string, podRevisions map[string]string) 
 	return fmt.Sprintf("%s already run(s) a revision the StatefulSet's current revision %s is older than (a rollout is unfinished): with a new template, a pod recreated would come back at %s, over data a newer version may have rewritten; the change waits until the rollout finishes ('resume' the upgrade, or 'upgrade' to the image it rolls out)",
 		strings.Join(ahead, ", "), current, current)
 }
+
+// CheckNotOlder says why a server that restarted reporting runs may not go on ("" when it may):
+// ran is the version the instance reported before (recorded in status), and a server is never
+// older than what its data directory last ran. A floating tag (mariadb:11.4, mysql:8.0) passes
+// the tag's promise whatever patch a node has cached; this check catches the node that ran an
+// older build of the same tag.
+func CheckNotOlder(name string, ran topology.Flavor, runs topology.Flavor) string {
+	if ran.Line == "" || runs.Line == "" || ran.IsMariaDB() != runs.IsMariaDB() {
+		return ""
+	}
+	v := ran.Version
+	if runs.Version.AtLeast(v.Major, v.Minor, v.Patch) {
+		return ""
+	}
+	return fmt.Sprintf("%s ran %s before its restart and now reports %s: its node ran an older build for the image's tag (a floating tag and a cached image); pin the tag to a full version, or set the image pull policy to Always, and rebuild or restart it on the right build",
+		name, ran.VersionString, runs.VersionString)
+}

@@ -199,3 +199,32 @@ func TestHoldTemplate(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckNotOlder(t *testing.T) {
+	flavor := func(v string) topology.Flavor {
+		t.Helper()
+		f, err := topology.DetectFlavor(v, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		ran, runs string
+		refused   bool
+	}{
+		{"11.4.5-MariaDB", "11.4.2-MariaDB", true}, // a node's cached build of mariadb:11.4
+		{"11.4.5-MariaDB", "11.4.5-MariaDB", false},
+		{"10.11.19-MariaDB", "11.4.0-MariaDB", false},
+		{"8.0.40", "8.0.36", true},
+		{"8.0.36", "8.4.3", false},
+	} {
+		why := CheckNotOlder("db-1", flavor(tc.ran), flavor(tc.runs))
+		if (why != "") != tc.refused {
+			t.Errorf("ran %s, runs %s: %q, want refused %v", tc.ran, tc.runs, why, tc.refused)
+		}
+	}
+	if why := CheckNotOlder("db-1", topology.Flavor{}, flavor("10.11.1-MariaDB")); why != "" {
+		t.Errorf("no recorded version: %q", why)
+	}
+}

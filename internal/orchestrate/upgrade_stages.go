@@ -175,6 +175,9 @@ func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func
 	if why := failover.CheckRunning(name, s.Flavor, promise); why != "" {
 		return r.stopUpgrade(ctx, x, why, false)
 	}
+	if why := failover.CheckNotOlder(name, recordedFlavor(c, name), s.Flavor); why != "" {
+		return r.stopUpgrade(ctx, x, why, false)
+	}
 	if done, next, change, err := r.upJoin(ctx, x, name, s); done {
 		return next, change, err
 	}
@@ -302,12 +305,8 @@ func (r *Runner) upVersions(x *stageEnv) ([]podVersion, error) {
 			out = append(out, podVersion{name, s.Flavor})
 			continue
 		}
-		for _, i := range x.c.Status.Instances {
-			if i.Name == name && i.Version != "" {
-				if f, err := topology.DetectFlavor(i.Version, ""); err == nil {
-					out = append(out, podVersion{name, f})
-				}
-			}
+		if f := recordedFlavor(x.c, name); f.Line != "" {
+			out = append(out, podVersion{name, f})
 		}
 	}
 	for _, v := range out[min(1, len(out)):] {
@@ -495,4 +494,16 @@ func (r *Runner) upRestartStalls(x *stageEnv) (string, error) {
 func restartStallWay(why string, c *v1.MysqlCluster) string {
 	return fmt.Sprintf("restarting a replica: %s; scale %s to %d instances first ('scale %s --replicas %d'), or lower spec.semiSync.waitForReplicas (or set spec.semiSync.enabled to false) for the upgrade",
 		why, c.Name, semiSyncAcks(c)+2, c.Name, semiSyncAcks(c)+2)
+}
+
+// recordedFlavor is the version status last recorded for the instance (zero when none).
+func recordedFlavor(c *v1.MysqlCluster, name string) topology.Flavor {
+	for _, i := range c.Status.Instances {
+		if i.Name == name && i.Version != "" {
+			if f, err := topology.DetectFlavor(i.Version, ""); err == nil {
+				return f
+			}
+		}
+	}
+	return topology.Flavor{}
 }
