@@ -387,6 +387,13 @@ func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	if v := version("hd-2"); !strings.HasPrefix(v, "11.4") {
 		t.Fatalf("hd-2 runs %s at its barrier, want 11.4", v)
 	}
+	// Another image while this upgrade is recorded: refused, the spec untouched.
+	if res := mysqlctl(t, "upgrade", "hd", "--image", "mariadb:11.8"); res.code != 4 || !strings.Contains(res.stderr, "is recorded") {
+		t.Fatalf("upgrade to another image while one is recorded: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	if img := getCluster(t, ctx, "hd").Spec.Image; img != "mariadb:11.4" {
+		t.Fatalf("the refused upgrade wrote spec.image %s", img)
+	}
 	c := getCluster(t, ctx, "hd")
 	c.Spec.MysqlConfig = map[string]string{"max_connections": "345"}
 	if err := kube(t).Update(ctx, c); err != nil {
@@ -458,11 +465,12 @@ func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	}
 }
 
-// TestUpgradeTwoInstancesRefused: in a 2-instance cluster the replica is the primary's only
-// semi-sync acknowledger, and restarting it for an upgrade stopped every commit until it was back
-// (2.8 s on the demo; for good with an image that never starts, while watch saw a healthy
-// primary). The upgrade is refused before anything changes, naming the ways out.
-func TestUpgradeTwoInstancesRefused(t *testing.T) {
+// TestTwoInstances: in a 2-instance cluster the replica is the primary's only semi-sync
+// acknowledger, and restarting it for an upgrade stopped every commit until it was back (2.8 s on
+// the demo; for good with an image that never starts, while watch saw a healthy primary). The
+// upgrade is refused before anything changes, naming the ways out; so is a scale to 1; the way
+// out (a third instance) works, and the scale back to 2 keeps the acknowledger.
+func TestTwoInstances(t *testing.T) {
 	t.Parallel()
 	viaPortForward(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -481,5 +489,17 @@ func TestUpgradeTwoInstancesRefused(t *testing.T) {
 		if uids[p] != uid {
 			t.Fatalf("%s restarted after a refused upgrade", p)
 		}
+	}
+	if res := mysqlctl(t, "scale", "two", "--replicas", "1"); res.code != 4 || !strings.Contains(res.stderr, "nothing was changed") {
+		t.Fatalf("scale of a 2-instance semi-sync cluster to 1: exit %d, want 4\n%s", res.code, res.stderr)
+	}
+	if res := mysqlctl(t, "scale", "two", "--replicas", "3", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("scale to 3: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := mysqlctl(t, "scale", "two", "--replicas", "2", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("scale back to 2: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if c := getCluster(t, ctx, "two"); c.Spec.Replicas != 2 || c.Status.Scale != nil || c.Status.Phase != v1.PhaseRunning {
+		t.Fatalf("after the scales: replicas %d, scale %+v, phase %s", c.Spec.Replicas, c.Status.Scale, c.Status.Phase)
 	}
 }
