@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -153,12 +155,19 @@ func (o *UpgradeOptions) setImage(ctx context.Context, cluster *v1.MysqlCluster)
 	if err != nil {
 		return err
 	}
-	// A compare-and-swap on the cluster read before the plan: a spec another command changed
-	// after the version rules were checked against it is not overwritten.
-	patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	cluster.Spec.Image = o.Image
-	if err := c.Patch(ctx, cluster, patch); err != nil {
-		if apierrors.IsConflict(err) {
+	// A compare-and-swap on the spec read before the plan (its generation, which status writes
+	// do not move): a spec another command changed after the version rules were checked
+	// against it is not overwritten.
+	image, err := json.Marshal(o.Image)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/generation","value":%d},{"op":"replace","path":"/spec/image","value":%s}]`, cluster.Generation, image)
+	if err := c.Patch(ctx, cluster, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+		// A failed test is refused as invalid (422): the generation read again tells it from
+		// an image the API server's validation refuses.
+		now := &v1.MysqlCluster{}
+		if apierrors.IsInvalid(err) && c.Get(ctx, client.ObjectKeyFromObject(cluster), now) == nil && now.Generation != cluster.Generation {
 			return fmt.Errorf("%w: %s changed while the upgrade was checked (another command wrote it); nothing was changed: look at 'status %s' and run the upgrade again", outcome.ErrHeld, cluster.Name, cluster.Name)
 		}
 		return fmt.Errorf("setting spec.image of %s: %w", cluster.Name, cmdutil.ExplainAPIError(err))

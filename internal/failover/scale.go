@@ -19,6 +19,9 @@ type ScaleInput struct {
 	Healthy []bool
 	// NoSwitchover refuses a scale-down that would remove the primary instead of moving it.
 	NoSwitchover bool
+	// Quarantined says, per ordinal below From, that the instance is quarantined: it
+	// acknowledges nothing, so a scale-down counts it out of the acknowledgers that stay.
+	Quarantined []bool
 }
 
 // ScaleStep is one step of a scale: an instance added or removed, or the primary's role moved
@@ -87,10 +90,42 @@ func PlanScale(in ScaleInput) ScalePlan {
 		}
 		p.Steps = append(p.Steps, ScaleStep{SwitchoverTo: ptrTo(to)})
 	}
+	if why := acknowledgersLeft(in, p); why != "" {
+		return ScalePlan{Refusal: why}
+	}
 	for k := in.From - 1; k >= in.To; k-- {
 		p.Steps = append(p.Steps, ScaleStep{Remove: ptrTo(k)})
 	}
 	return p
+}
+
+// acknowledgersLeft says why a scale-down would leave the primary (after the plan's handoff, if
+// any) fewer replicas that can acknowledge than semi-sync waits for ("" when it would not): a
+// quarantined replica that stays is no acknowledger, and removing the others stalls every commit.
+func acknowledgersLeft(in ScaleInput, p ScalePlan) string {
+	if in.WaitForReplicas == 0 {
+		return ""
+	}
+	primary := in.Primary
+	for _, s := range p.Steps {
+		if s.SwitchoverTo != nil {
+			primary = *s.SwitchoverTo
+		}
+	}
+	acks, quarantined := 0, 0
+	for k := 0; k < in.To; k++ {
+		switch {
+		case k == primary:
+		case k < len(in.Quarantined) && in.Quarantined[k]:
+			quarantined++
+		default:
+			acks++
+		}
+	}
+	if acks >= in.WaitForReplicas {
+		return ""
+	}
+	return fmt.Sprintf("%d instances leave %d replica(s) that can acknowledge (%d quarantined), and the primary waits for %d semi-sync acknowledgement(s): every commit would stall; rebuild the quarantined replica first ('rebuild'), or keep more instances", in.To, acks, quarantined, in.WaitForReplicas)
 }
 
 func ptrTo(v int) *int { return &v }

@@ -93,3 +93,21 @@ func TestChooseSeed(t *testing.T) {
 		})
 	}
 }
+
+// A scale-down that keeps a quarantined replica and removes the last one that acknowledges is
+// refused by the plan: the quarantined replica acknowledges nothing.
+func TestPlanScaleCountsOnlyAcknowledgers(t *testing.T) {
+	in := ScaleInput{From: 3, To: 2, Primary: 0, WaitForReplicas: 1, Healthy: []bool{false, false, true}, Quarantined: []bool{false, true, false}}
+	if p := PlanScale(in); !strings.Contains(p.Refusal, "1 quarantined") {
+		t.Fatalf("scale 3 -> 2 keeping only a quarantined replica: %+v", p)
+	}
+	in.Quarantined = []bool{false, false, false}
+	if p := PlanScale(in); p.Refusal != "" || len(p.Steps) != 1 {
+		t.Fatalf("scale 3 -> 2 keeping a replica that acknowledges: %+v", p)
+	}
+	// The handoff's target is the primary afterwards: the replica left must be another one.
+	in = ScaleInput{From: 3, To: 2, Primary: 2, WaitForReplicas: 1, Healthy: []bool{true, false, false}, Quarantined: []bool{false, true, false}}
+	if p := PlanScale(in); p.Refusal == "" {
+		t.Fatalf("scale 3 -> 2 with a handoff to the only healthy replica, the other quarantined: %+v", p)
+	}
+}

@@ -197,29 +197,37 @@ func CheckUpgradeAll(running []topology.Flavor, to ImagePromise) string {
 	return ""
 }
 
+// PodRevision is what HoldTemplate knows of one pod: the StatefulSet revision it was made from,
+// the image of its database container, and whether that container ever ran (a pod whose image
+// never pulled never touched its data).
+type PodRevision struct {
+	Name, Revision, Image string
+	Ran                   bool
+}
+
 // HoldTemplate decides whether a new pod template may be written to a StatefulSet. changed says
 // the template differs from the live one; current is the StatefulSet's current revision and
-// podRevisions each pod's revision. While a rollout is unfinished (a pod runs a revision other
-// than the current one), a new template would make the pods below the new partition come back,
-// when recreated, at the current revision: an older template, over a data directory a newer
-// version may have rewritten (or, with the partition held low, restart the pods above it with
-// no barrier). The change is held until the rollout finishes: the answer names the pods that
-// left the current revision ("" when the template may be written).
-func HoldTemplate(changed bool, current string, podRevisions map[string]string) string {
+// currentImage its image ("" when unknown). While a rollout is unfinished, a pod that ran an
+// image other than the current revision's would come back, if recreated below the new
+// partition, at the current revision: an older image over a data directory a newer version may
+// have rewritten. Such a change is held until the rollout finishes: the answer names those pods
+// ("" when the template may be written). A pod of another revision with the same image (a
+// configuration rolled out part-way), or one that never ran, holds nothing.
+func HoldTemplate(changed bool, current, currentImage string, pods []PodRevision) string {
 	if !changed || current == "" {
 		return ""
 	}
 	var ahead []string
-	for pod, rev := range podRevisions {
-		if rev != "" && rev != current {
-			ahead = append(ahead, pod)
+	for _, p := range pods {
+		if p.Ran && p.Revision != "" && p.Revision != current && (currentImage == "" || p.Image != currentImage) {
+			ahead = append(ahead, p.Name+" ("+p.Image+")")
 		}
 	}
 	if len(ahead) == 0 {
 		return ""
 	}
 	slices.Sort(ahead)
-	return fmt.Sprintf("%s already run(s) a revision the StatefulSet's current revision %s is older than (a rollout is unfinished): with a new template, a pod recreated would come back at %s, over data a newer version may have rewritten; the change waits until the rollout finishes ('resume' the upgrade, or 'upgrade' to the image it rolls out)",
+	return fmt.Sprintf("%s already ran an image the StatefulSet's current revision %s does not have (a rollout is unfinished): with a new template, a pod recreated would come back at %s, over data a newer version may have rewritten; the change waits until the rollout finishes ('resume' the upgrade, or 'upgrade' to the image it rolls out)",
 		strings.Join(ahead, ", "), current, current)
 }
 

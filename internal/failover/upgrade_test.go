@@ -177,26 +177,33 @@ func TestCheckUpgradeAllRefusesDowngradingAnyInstance(t *testing.T) {
 }
 
 func TestHoldTemplate(t *testing.T) {
+	at := func(name, rev, image string, ran bool) PodRevision { return PodRevision{name, rev, image, ran} }
 	for _, tc := range []struct {
 		name    string
 		changed bool
 		current string
-		pods    map[string]string
+		pods    []PodRevision
 		held    bool
 	}{
-		{"unchanged template", false, "r1", map[string]string{"a-0": "r1", "a-2": "r2"}, false},
-		{"every pod at the current revision", true, "r1", map[string]string{"a-0": "r1", "a-1": "r1"}, false},
-		{"a pod ahead of the current revision", true, "r1", map[string]string{"a-0": "r1", "a-2": "r2"}, true},
-		{"a pod whose revision is not known yet", true, "r1", map[string]string{"a-0": "r1", "a-1": ""}, false},
-		{"no StatefulSet status yet", true, "", map[string]string{"a-0": "r2"}, false},
+		{"unchanged template", false, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11", true)}, false},
+		{"every pod at the current revision", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "r1", "m:10", true)}, false},
+		{"a pod that ran a newer image", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11", true)}, true},
+		{"a pod whose new image never ran", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11.99", false)}, false},
+		{"a configuration rolled out part-way", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:10", true)}, false},
+		{"a pod whose revision is not known yet", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "", "m:10", true)}, false},
+		{"no StatefulSet status yet", true, "", []PodRevision{at("a-2", "r2", "m:11", true)}, false},
 	} {
-		why := HoldTemplate(tc.changed, tc.current, tc.pods)
+		why := HoldTemplate(tc.changed, tc.current, "m:10", tc.pods)
 		if (why != "") != tc.held {
 			t.Errorf("%s: %q, want held %v", tc.name, why, tc.held)
 		}
 		if tc.held && !strings.Contains(why, "a-2") {
 			t.Errorf("%s: %q does not name the pod ahead", tc.name, why)
 		}
+	}
+	// The current revision's image unknown: any pod of another revision that ran holds.
+	if why := HoldTemplate(true, "r1", "", []PodRevision{at("a-2", "r2", "m:10", true)}); why == "" {
+		t.Errorf("with the current image unknown, a pod of another revision that ran did not hold")
 	}
 }
 

@@ -128,7 +128,7 @@ func applyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster
 	held := ""
 	for _, o := range objs {
 		if sts, ok := o.(*appsv1.StatefulSet); ok {
-			if held, err = holdTemplate(ctx, c, sts); err != nil {
+			if held, err = holdTemplate(ctx, c, sts, nil); err != nil {
 				return nil, err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -253,15 +254,18 @@ func (r *Runner) planScale(ctx context.Context, c *v1.MysqlCluster, to int32, no
 	if ord, ok := ordinalOf(c, c.Status.CurrentPrimary); ok {
 		primary = int(ord)
 	}
-	healthy := make([]bool, from)
+	healthy, quar := make([]bool, from), make([]bool, from)
 	for _, in := range c.Status.Instances {
 		if int(in.Ordinal) < len(healthy) && in.Role == v1.RoleReplica && in.Classification == "Replicating" && !quarantined(c, in.Name) {
 			healthy[in.Ordinal] = true
 		}
 	}
+	for k := range quar {
+		quar[k] = quarantined(c, scalePod(c, int32(k)))
+	}
 	return failover.PlanScale(failover.ScaleInput{
 		From: int(from), To: int(to), Primary: primary, WaitForReplicas: int(semiSyncAcks(c)),
-		Healthy: healthy, NoSwitchover: noSwitchover,
+		Healthy: healthy, NoSwitchover: noSwitchover, Quarantined: quar,
 	}), nil
 }
 
@@ -289,6 +293,19 @@ func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, 
 	}
 	if p.Refusal != "" {
 		return fmt.Errorf("%w: scale of %s to %d refused, nothing was changed: %s", outcome.ErrUnsafe, c.Name, to, p.Refusal)
+	}
+	// An instance removed while a rollout is unfinished keeps its volume, and one added again
+	// later is made from the StatefulSet's current revision: an older image over data a newer
+	// one may have rewritten.
+	live := &appsv1.StatefulSet{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: StatefulSetName(c)}, live); err == nil {
+		why, err := rolloutAhead(ctx, r.Kube, live)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return fmt.Errorf("%w: scale of %s to %d refused, nothing was changed: %s; finish the rollout first ('resume %s' or 'upgrade %s')", outcome.ErrUnsafe, c.Name, to, why, c.Name, c.Name)
+		}
 	}
 	from, err := r.liveReplicas(ctx, c)
 	if err != nil {

@@ -83,7 +83,7 @@ echo "$session RESET MASTER;" | run "$dst"
 # donor_databases sets dbs to the donor's databases, read in hex and decoded byte by byte.
 donor_databases() {
   local hex h s i
-  hex=$(q "$src" "SELECT HEX(schema_name) FROM information_schema.schemata WHERE schema_name NOT IN $system ORDER BY 1")
+  hex=$(q "$src" "SELECT HEX(schema_name) FROM information_schema.schemata WHERE $system ORDER BY 1")
   dbs=()
   for h in $hex; do
     s=
@@ -98,13 +98,14 @@ grants() {
 donor_databases
 listed=("${dbs[@]}")
 accounts=$(grants)
+srcpos=$(q "$src" "SELECT @@gtid_binlog_pos") # the position of a copy of no database (read here, where a failure fails the Job)
 echo "mysqlctl seed: copying databases [${dbs[*]@Q}] and the accounts mysqlctl does not own from $src to $dst"
 {
   echo "$session"
   if [ ${#dbs[@]} -gt 0 ]; then
     %[2]s -h "$src" -P %[6]d -uroot --single-transaction --master-data=1 --gtid --routines --events --triggers --databases -- "${dbs[@]}"
   else
-    echo "SET GLOBAL gtid_slave_pos='$(q "$src" "SELECT @@gtid_binlog_pos")';"
+    echo "SET GLOBAL gtid_slave_pos='$srcpos';"
   fi
   echo "USE mysql;"
   for t in global_priv db tables_priv columns_priv procs_priv proxies_priv roles_mapping; do
@@ -136,10 +137,11 @@ echo "mysqlctl seed: done at GTID position [$pos]"
 `, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), seedSystemSchemas, clearTargetBlock(aside))
 }
 
-// seedSystemSchemas is the SQL condition (after schema_name NOT IN) that leaves out what a copy
-// never touches: the server's own schemas, mysqlctl's fencing token, and the schemas a rebuild
-// set aside.
-var seedSystemSchemas = fmt.Sprintf("('mysql','information_schema','performance_schema','sys','%s') AND schema_name NOT LIKE '%s%%'",
+// seedSystemSchemas is the SQL condition that leaves out what a copy never touches: the
+// server's own schemas, mysqlctl's fencing token, and the schemas a rebuild set aside. Names are
+// compared byte for byte: information_schema compares them without case, and SYS or Mysql are
+// an application's own databases on a server with lower_case_table_names=0.
+var seedSystemSchemas = fmt.Sprintf("BINARY schema_name NOT IN ('mysql','information_schema','performance_schema','sys','%s') AND BINARY schema_name NOT LIKE '%s%%'",
 	topology.FenceSchema, strings.ReplaceAll(topology.AsidePrefix, "_", `\_`))
 
 // quoteIdentExpr is the SQL expression that quotes the identifier the expression expr yields
@@ -157,10 +159,10 @@ func clearTargetBlock(aside bool) string {
 	asideName := "CONCAT('" + topology.AsidePrefix + "', s.n)"
 	var b strings.Builder
 	b.WriteString("BEGIN NOT ATOMIC\n")
-	b.WriteString("  FOR s IN (SELECT schema_name AS n FROM information_schema.schemata WHERE schema_name NOT IN " + seedSystemSchemas + ") DO\n")
+	b.WriteString("  FOR s IN (SELECT schema_name AS n FROM information_schema.schemata WHERE " + seedSystemSchemas + ") DO\n")
 	if aside {
 		b.WriteString("    EXECUTE IMMEDIATE CONCAT('CREATE DATABASE IF NOT EXISTS ', " + quoteIdentExpr(asideName) + ");\n")
-		b.WriteString("    FOR t IN (SELECT table_name AS n FROM information_schema.tables WHERE table_schema = s.n AND table_type = 'BASE TABLE' AND table_name NOT IN (SELECT table_name FROM information_schema.tables WHERE table_schema = " + asideName + ")) DO\n")
+		b.WriteString("    FOR t IN (SELECT table_name AS n FROM information_schema.tables WHERE table_schema = s.n AND table_type IN ('BASE TABLE', 'SYSTEM VERSIONED') AND table_name NOT IN (SELECT table_name FROM information_schema.tables WHERE table_schema = " + asideName + ")) DO\n")
 		b.WriteString("      FOR g IN (SELECT trigger_name AS n FROM information_schema.triggers WHERE event_object_schema = s.n AND event_object_table = t.n) DO\n")
 		b.WriteString("        EXECUTE IMMEDIATE CONCAT('DROP TRIGGER ', " + quoteIdentExpr("s.n") + ", '.', " + quoteIdentExpr("g.n") + ");\n")
 		b.WriteString("      END FOR;\n")

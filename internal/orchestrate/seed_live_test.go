@@ -22,8 +22,10 @@ var hostileNames = []string{
 	"a b", "it's", `q"q`, "*", "new\nline", "$(touch %s)", "back`tick",
 }
 
-// hostileDatabases are database names of the same kind, one that reads as a dump option.
-var hostileDatabases = []string{"inj", "sp ace*", "--all-databases", "back`tick"}
+// hostileDatabases are database names of the same kind: one that reads as a dump option, and
+// ones that match a system or aside schema's name but for case (information_schema compares
+// names without case; the server, with lower_case_table_names=0, does not).
+var hostileDatabases = []string{"inj", "sp ace*", "--all-databases", "back`tick", "SYS", "MYSQLCTL_ASIDE_app"}
 
 func quoteIdent(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 

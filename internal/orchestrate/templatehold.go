@@ -23,11 +23,12 @@ const Held ApplyResult = "held"
 
 // holdTemplate reads the live StatefulSet want would replace and the pods it owns, and decides
 // with failover.HoldTemplate whether want's template may be written. When it is held, want is
-// changed in place to keep the live template, and the partition is never raised (a lower one, an
-// upgrade stepping its rollout on, is kept): the rollout in progress goes on with the template
-// it started, and the change is written once it has finished. The reason says why ("" when
-// want may be written as built).
-func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.StatefulSet) (string, error) {
+// changed in place to keep the live template, and the partition is never raised: it stays where
+// it is, or goes down to lower (an upgrade stepping on the rollout of the live template, which
+// is the one it recorded; nil for none). The rollout in progress goes on with the template it
+// started, and the change is written once it has finished. The reason says why ("" when want
+// may be written as built).
+func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.StatefulSet, lower *int32) (string, error) {
 	live := &appsv1.StatefulSet{}
 	err := kube.Get(ctx, client.ObjectKeyFromObject(want), live)
 	if apierrors.IsNotFound(err) {
@@ -48,23 +49,70 @@ func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.Stateful
 	if !changed {
 		return "", nil
 	}
-	pods := &corev1.PodList{}
-	if err := kube.List(ctx, pods, client.InNamespace(want.Namespace), client.MatchingLabels(want.Spec.Selector.MatchLabels)); err != nil {
+	why, err := rolloutAhead(ctx, kube, live)
+	if err != nil {
 		return "", err
 	}
-	revs := map[string]string{}
-	for _, p := range pods.Items {
-		revs[p.Name] = p.Labels[revisionLabel]
-	}
-	why := failover.HoldTemplate(changed, live.Status.CurrentRevision, revs)
+	wp := partitionOf(want)
 	if why == "" {
+		// A new template is only ever written with every pod held back: the upgrade lowers
+		// the partition for it afterwards, one pod at a time behind its barriers.
+		if wp != nil && want.Spec.Replicas != nil {
+			*wp = *want.Spec.Replicas
+		}
 		return "", nil
 	}
 	want.Spec.Template = *live.Spec.Template.DeepCopy()
-	if lp, wp := partitionOf(live), partitionOf(want); lp != nil && wp != nil && *lp < *wp {
+	if lp := partitionOf(live); lp != nil && wp != nil {
 		*wp = *lp
+		if lower != nil && *lower < *wp {
+			*wp = *lower
+		}
 	}
 	return why, nil
+}
+
+// rolloutAhead says which pods of the live StatefulSet ran an image its current revision does
+// not have (failover.HoldTemplate: "" when none).
+func rolloutAhead(ctx context.Context, kube client.Reader, live *appsv1.StatefulSet) (string, error) {
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(live.Namespace), client.MatchingLabels(live.Spec.Selector.MatchLabels)); err != nil {
+		return "", err
+	}
+	var revs []failover.PodRevision
+	for _, p := range pods.Items {
+		revs = append(revs, failover.PodRevision{Name: p.Name, Revision: p.Labels[revisionLabel], Image: containerImage(&p), Ran: containerRan(&p)})
+	}
+	return failover.HoldTemplate(true, live.Status.CurrentRevision, revisionImage(ctx, kube, live.Namespace, live.Status.CurrentRevision), revs), nil
+}
+
+// containerRan reports whether the pod's database container ever started (one whose image never
+// pulled never touched the data directory).
+func containerRan(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			return cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil
+		}
+	}
+	return false
+}
+
+// revisionImage is the database image of the StatefulSet's revision rev, read from the
+// ControllerRevision the controller keeps for it ("" when it cannot be read).
+func revisionImage(ctx context.Context, kube client.Reader, ns, rev string) string {
+	cr := &appsv1.ControllerRevision{}
+	if rev == "" || kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: rev}, cr) != nil {
+		return ""
+	}
+	var data struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(cr.Data.Raw, &data) != nil {
+		return ""
+	}
+	return templateImage(&data.Spec.Template)
 }
 
 // partitionOf is the StatefulSet's rolling-update partition (nil when it has none).

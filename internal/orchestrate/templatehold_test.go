@@ -44,20 +44,47 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 	if err := c.Status().Update(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
-	for i, rev := range []string{"held-r1", "held-r1", "held-r2"} {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "held-" + string(rune('0'+i)), Namespace: "default", Labels: labelsWith(cluster, "database")},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: oldImage}}},
-		}
-		p.Labels[revisionLabel] = rev
-		if err := c.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
 	oldCM := ""
 	for _, v := range sts.Spec.Template.Spec.Volumes {
 		if v.ConfigMap != nil {
 			oldCM = v.ConfigMap.Name
+		}
+	}
+	// The current revision as the controller keeps it: the old image, the old ConfigMap.
+	raw, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: ContainerName, Image: oldImage}},
+		Volumes: []corev1.Volume{{Name: "conf",
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: oldCM}}}}},
+	}})
+	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "held-r1", Namespace: "default", Labels: labelsWith(cluster, "database")}, Revision: 1}
+	var err error
+	if rev.Data.Raw, err = json.Marshal(map[string]any{"spec": map[string]any{"template": raw, "$patch": "replace"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	// held-2 ran the new image; held-1 was made from the new revision too, but its image never
+	// pulled (it holds nothing).
+	for i, p := range []struct {
+		rev, image string
+		ran        bool
+	}{{"held-r1", oldImage, true}, {"held-r2", "mariadb:11.99", false}, {"held-r2", "mariadb:11.4", true}} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "held-" + string(rune('0'+i)), Namespace: "default", Labels: labelsWith(cluster, "database")},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: p.image}}},
+		}
+		pod.Labels[revisionLabel] = p.rev
+		if err := c.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		state := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+		if p.ran {
+			state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, Image: p.image, State: state}}
+		if err := c.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -73,8 +100,8 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 			stsLine = a.String()
 		}
 	}
-	if !strings.Contains(stsLine, "held") || !strings.Contains(stsLine, "held-2") {
-		t.Fatalf("the StatefulSet's line is %q, want held naming held-2", stsLine)
+	if !strings.Contains(stsLine, "held") || !strings.Contains(stsLine, "held-2") || strings.Contains(stsLine, "held-1") {
+		t.Fatalf("the StatefulSet's line is %q, want held naming held-2 (not held-1, which never ran)", stsLine)
 	}
 	live := &appsv1.StatefulSet{}
 	if err := c.Get(ctx, key, live); err != nil {
@@ -99,21 +126,12 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A revision the controller keeps still names the old ConfigMap; a third one names none.
+	// The revision the controller keeps still names the old ConfigMap; a third one names none.
 	cnf, err := RenderMyCnf(changed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	newCM := ConfigMapName(changed, cnf)
-	raw, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "conf",
-		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: oldCM}}}}}}})
-	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "held-r1", Namespace: "default", Labels: labelsWith(cluster, "database")}, Revision: 1}
-	if rev.Data.Raw, err = json.Marshal(map[string]any{"spec": map[string]any{"template": raw, "$patch": "replace"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, rev); err != nil {
-		t.Fatal(err)
-	}
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held-config-0000000000000000", Namespace: "default", Labels: labelsWith(cluster, "config")}}
 	if err := c.Create(ctx, orphan); err != nil {
 		t.Fatal(err)
@@ -138,6 +156,9 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 	}
 	if !volumeNames(live, newCM) {
 		t.Fatalf("the change was not written: template volumes %+v", live.Spec.Template.Spec.Volumes)
+	}
+	if p := live.Spec.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 3 {
+		t.Fatalf("a new template was written with partition %v, want 3 (every pod held back)", p)
 	}
 	for name, want := range map[string]bool{oldCM: true, newCM: true, orphan.Name: false} {
 		err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &corev1.ConfigMap{})

@@ -213,7 +213,11 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 		return nil, err
 	}
 	objs := []client.Object{cm, sts}
-	held, err := holdTemplate(ctx, r.Kube, sts)
+	var lower *int32
+	if up := c.Status.Upgrade; up != nil {
+		lower = up.Partition
+	}
+	held, err := holdTemplate(ctx, r.Kube, sts, lower)
 	if err != nil {
 		return nil, err
 	}

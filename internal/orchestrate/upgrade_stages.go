@@ -30,6 +30,9 @@ func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return r.stopUpgrade(ctx, x, err.Error(), false)
 	}
+	if done, next, change, err := r.upRejoinRestarted(ctx, x, ""); done {
+		return next, change, err
+	}
 	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
 		return "", nil, notYetOr(why, err)
 	}
@@ -44,8 +47,19 @@ func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return "", nil, err
 	}
+	want, err := BuildStatefulSet(c)
+	if err != nil {
+		return "", nil, err
+	}
+	held, err := holdTemplate(ctx, r.Kube, want, nil)
+	if err != nil {
+		return "", nil, err
+	}
 	adopt := func(s *v1.MysqlClusterStatus) {}
-	if up := c.Status.Upgrade; up.TemplateHash != hash {
+	// A template held behind an unfinished rollout is not adopted: the rollout goes on with the
+	// live template (its partition is this upgrade's), and PrimaryReady comes back here for the
+	// held one once every pod runs the live one.
+	if up := c.Status.Upgrade; up.TemplateHash != hash && held == "" {
 		// A template not rolled out before (the first Preparing, or the spec changed while the
 		// upgrade was stopped): every pod is proven again, starting from partition = replicas.
 		c.Status.Upgrade.TemplateHash, c.Status.Upgrade.Partition, c.Status.Upgrade.Done = hash, nil, nil
@@ -181,6 +195,9 @@ func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func
 	if done, next, change, err := r.upJoin(ctx, x, name, s); done {
 		return next, change, err
 	}
+	if done, next, change, err := r.upRejoinRestarted(ctx, x, name); done {
+		return next, change, err
+	}
 	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
 		return r.upWait(ctx, x, why, err)
 	}
@@ -246,6 +263,28 @@ func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topolog
 		return true, "", nil, err
 	}
 	return true, "", nil, notYet("%s joined the primary %s again; waiting for it to catch up", name, primary)
+}
+
+// upRejoinRestarted joins the replicas other than except that restarted during the rollout
+// (recreated by a node loss or a 'kubectl delete pod'): they come back with replication stopped
+// and no error (skip_slave_start), and the barrier would wait for them to its bound with no
+// supervisor running. Each is joined as the barrier's pod is, once its history is proven an
+// ancestor of the primary's. done reports that the stage's answer is decided here.
+func (r *Runner) upRejoinRestarted(ctx context.Context, x *stageEnv, except string) (done bool, next string, change func(*v1.MysqlClusterStatus), err error) {
+	for _, m := range x.members {
+		name := m.pod.Name
+		if name == except || name == x.primaryName || quarantined(x.c, name) {
+			continue
+		}
+		s, err := x.ss.observe(name)
+		if err != nil || s.Replica != nil && (s.Replica.IOThread != topology.ThreadStopped || s.Replica.SQLRunning || s.Replica.LastIOError != "" || s.Replica.LastSQLError != "") {
+			continue
+		}
+		if done, next, change, err := r.upJoin(ctx, x, name, s); done {
+			return true, next, change, err
+		}
+	}
+	return false, "", nil, nil
 }
 
 // upHealthy says why the cluster is not healthy enough for the next step ("" when it is): the
@@ -375,6 +414,9 @@ func (r *Runner) upReplicasVerified(_ context.Context, x *stageEnv) (string, fun
 // every replica caught up), resets the partition and ends the upgrade.
 func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c := x.c
+	if done, next, change, err := r.upRejoinRestarted(ctx, x, ""); done {
+		return next, change, err
+	}
 	if why, err := r.upHealthy(ctx, x); err != nil || why != "" {
 		return "", nil, notYetOr(why, err)
 	}
@@ -391,12 +433,17 @@ func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(
 			return r.stopUpgrade(ctx, x, why, false)
 		}
 	}
+	up := c.Status.Upgrade
+	if hash, err := TemplateHash(c); err != nil || hash != up.TemplateHash {
+		// The spec's template changed during the rollout, and was held until every pod ran the
+		// one this upgrade rolled out: it is rolled out by the same upgrade, from Preparing.
+		return r.upAdoptHeld(ctx, x, err)
+	}
 	done := c.DeepCopy()
 	done.Status.Upgrade = nil
 	if _, err := r.applyTemplate(ctx, done); err != nil {
 		return "", nil, err
 	}
-	up := c.Status.Upgrade
 	now := x.now
 	msg := fmt.Sprintf("every pod restarted on %s in %s, replicas first, the primary's role handed over by switchover; %s", c.Spec.Image, now.Sub(opStart(x.op)).Round(time.Millisecond), versionList(versions))
 	if up.FromImage != "" && up.FromImage != c.Spec.Image {
@@ -407,6 +454,27 @@ func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(
 		finish(s, now, "Succeeded", msg, 0)
 		s.Upgrade = nil
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Idle", Message: msg})
+	}, nil
+}
+
+// upAdoptHeld goes back to Preparing once the template held during the rollout can be written
+// (the StatefulSet records the rolled-out revision as current), so that the same upgrade rolls
+// it out; until then it waits.
+func (r *Runner) upAdoptHeld(ctx context.Context, x *stageEnv, err error) (string, func(*v1.MysqlClusterStatus), error) {
+	if err != nil {
+		return "", nil, err
+	}
+	sts, err := BuildStatefulSet(x.c)
+	if err != nil {
+		return "", nil, err
+	}
+	held, err := holdTemplate(ctx, r.Kube, sts, nil)
+	if err != nil || held != "" {
+		return "", nil, notYetOr("the template changed during the rollout waits for the StatefulSet to record the rolled-out revision as current: "+held, err)
+	}
+	r.event(ctx, x.c, false, "UpgradeTemplateChanged", fmt.Sprintf("upgrade %s: every pod runs the template it started; the template changed meanwhile is rolled out next", x.op.ID))
+	return StageUpgradePreparing, func(s *v1.MysqlClusterStatus) {
+		s.Upgrade.Barrier, s.Upgrade.Pod = v1.UpgradePreparing, ""
 	}, nil
 }
 
@@ -492,8 +560,9 @@ func (r *Runner) upRestartStalls(x *stageEnv) (string, error) {
 
 // restartStallWay is the refusal of a restart that would stall the primary, with the ways out.
 func restartStallWay(why string, c *v1.MysqlCluster) string {
+	n := max(int32(semiSyncAcks(c))+2, c.Spec.Replicas+1)
 	return fmt.Sprintf("restarting a replica: %s; scale %s to %d instances first ('scale %s --replicas %d'), or lower spec.semiSync.waitForReplicas (or set spec.semiSync.enabled to false) for the upgrade",
-		why, c.Name, semiSyncAcks(c)+2, c.Name, semiSyncAcks(c)+2)
+		why, c.Name, n, c.Name, n)
 }
 
 // recordedFlavor is the version status last recorded for the instance (zero when none).

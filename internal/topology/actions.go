@@ -1041,7 +1041,7 @@ func (i *Instance) DropAsideSchemas(ctx context.Context) ([]string, error) {
 	_, _, elevate := d.Elevate()
 	var names []string
 	err = i.withSession(ctx, "drop aside schemas", d, sessionOptions{elevate: elevate, skipBinlog: true}, func(s *pinnedSession) error {
-		rows, err := s.query(stmt("SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name LIKE ?", strings.ReplaceAll(AsidePrefix, "_", `\_`)+"%"))
+		rows, err := s.query(stmt("SELECT schema_name AS name FROM information_schema.schemata WHERE BINARY schema_name LIKE ?", strings.ReplaceAll(AsidePrefix, "_", `\_`)+"%"))
 		if err != nil {
 			return err
 		}

@@ -347,9 +347,9 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || len(c.Status.ErrantInstances) != 1 || podLabel(t, ctx, other, orchestrate.LabelRole) != string(v1.RoleReplica) {
 		t.Fatalf("the refused rebuild left scale %+v, operation %+v, quarantined %+v", c.Status.Scale, c.Status.Operation, c.Status.ErrantInstances)
 	}
-	// A scale to 2 would remove sc-2, the last acknowledger: refused at Planning, before
-	// spec.replicas or the budget changed (it was refused at DetachingInstance, a dead end).
-	if res := mysqlctl(t, "scale", "sc", "--replicas", "2"); res.code != 4 || !strings.Contains(res.stderr, "changed nothing") {
+	// A scale to 2 would remove sc-2, the last acknowledger: refused by the plan, before
+	// anything is recorded (it was refused at DetachingInstance, a dead end).
+	if res := mysqlctl(t, "scale", "sc", "--replicas", "2"); res.code != 4 || !strings.Contains(res.stderr, "nothing was changed") || !strings.Contains(res.stderr, "1 quarantined") {
 		t.Fatalf("scale to 2 without its last acknowledger: exit %d, want 4 and a refusal that changed nothing\n%s", res.code, res.stderr)
 	}
 	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || c.Spec.Replicas != 3 {

@@ -362,12 +362,12 @@ func TestUpgradeStopsOnReplicaThatNeverCatchesUp(t *testing.T) {
 }
 
 // TestUpgradeTemplateChangeHeldMidRollout is the attack on a template change in the middle of a
-// rollout: an upgrade to mariadb:11.4 is killed once up-2 runs it, the configuration is changed
+// rollout: an upgrade to mariadb:11.4 is killed once hd-2 runs it, the configuration is changed
 // (as 'kubectl patch' would), and the upgrade resumed. A new template written then made the
 // pods below its partition come back, when recreated, at the StatefulSet's current revision:
-// up-2, deleted, started on 10.11 over the data directory 11.4 had run on. Now the change is
-// held while the rollout is unfinished: the StatefulSet keeps the template it rolls out, up-2
-// comes back on 11.4, the upgrade finishes, and the change is written once it has.
+// hd-2, deleted, started on 10.11 over the data directory 11.4 had run on. Now the change is
+// held while the rollout is unfinished: the StatefulSet keeps the template it rolls out, hd-2
+// comes back on 11.4, and the same upgrade then rolls the change out.
 func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	t.Parallel()
 	viaPortForward(t)
@@ -419,49 +419,38 @@ func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	if res := mysqlctl(t, "resume", "hd", "--timeout", "5m"); res.code != 0 {
 		t.Fatalf("resume to the end: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	// The same upgrade rolled the held change out once every pod ran the template it started.
+	maxConn := func(p string) int {
+		t.Helper()
+		var n int
+		if err := db(t, mustPodAddr(t, ctx, p), root).QueryRowContext(ctx, "SELECT @@max_connections").Scan(&n); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return n
+	}
 	for _, p := range []string{"hd-0", "hd-1", "hd-2"} {
-		if v := version(p); !strings.HasPrefix(v, "11.4") {
-			t.Fatalf("%s runs %s after the upgrade", p, v)
+		if v, n := version(p), maxConn(p); !strings.HasPrefix(v, "11.4") || n != 345 {
+			t.Fatalf("%s runs %s with max_connections %d after the upgrade, want 11.4 and 345", p, v, n)
 		}
 	}
-	// The rollout finished: the held change is written (no longer held).
-	eventually(t, ctx, "the configuration change written once the rollout finished", func() error {
-		res := mysqlctl(t, "reconcile", "hd", "--timeout", "2m")
-		if res.code != 0 || strings.Contains(res.stdout, "held") {
-			return fmt.Errorf("reconcile: exit %d\n%s%s", res.code, res.stdout, res.stderr)
-		}
-		sts, err := r.Client.AppsV1().StatefulSets("default").Get(ctx, "hd", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		name := ""
-		for _, v := range sts.Spec.Template.Spec.Volumes {
-			if v.ConfigMap != nil {
-				name = v.ConfigMap.Name
-			}
-		}
-		cm, err := r.Client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, v := range cm.Data {
-			if strings.Contains(v, "345") {
-				return nil
-			}
-		}
-		return fmt.Errorf("the ConfigMap does not hold the new max_connections: %v", cm.Data)
-	})
-	// Written, not rolled out (reconcile restarts nothing): a pod recreated now comes back at
-	// the current revision with that revision's configuration. (One ConfigMap shared by every
-	// revision gave it the new options, past every barrier.)
+	// A change written and not rolled out (reconcile restarts nothing): a pod recreated now
+	// comes back at the current revision with that revision's configuration. (One ConfigMap
+	// shared by every revision gave it the new options, past every barrier.)
+	c = getCluster(t, ctx, "hd")
+	c.Spec.MysqlConfig = map[string]string{"max_connections": "400"}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if res := mysqlctl(t, "reconcile", "hd", "--timeout", "2m"); res.code != 0 || strings.Contains(res.stdout, "held") || !strings.Contains(res.stdout, "statefulset/hd configured") {
+		t.Fatalf("reconcile of a configuration change after the rollout: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	uid = podUIDs(t, ctx, "hd-1")["hd-1"]
 	if err := r.Client.CoreV1().Pods("default").Delete(ctx, "hd-1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	waitPodReady(t, ctx, "hd-1", uid)
-	var n int
-	if err := db(t, mustPodAddr(t, ctx, "hd-1"), root).QueryRowContext(ctx, "SELECT @@max_connections").Scan(&n); err != nil || n == 345 {
-		t.Fatalf("hd-1, recreated at the current revision, runs max_connections %d (%v): the configuration not rolled out yet", n, err)
+	if n := maxConn("hd-1"); n != 345 {
+		t.Fatalf("hd-1, recreated at the current revision, runs max_connections %d, want its revision's 345 (400 is not rolled out)", n)
 	}
 }
 
