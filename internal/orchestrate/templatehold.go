@@ -27,8 +27,9 @@ const Held ApplyResult = "held"
 // it is, or goes down to lower (an upgrade stepping on the rollout of the live template, which
 // is the one it recorded; nil for none). The rollout in progress goes on with the template it
 // started, and the change is written once it has finished. The reason says why ("" when want
-// may be written as built).
-func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.StatefulSet, lower *int32) (string, error) {
+// may be written as built). keep holds any change whatever the pods run, with keep as the
+// reason (an upgrade rolls out the template it adopted, and adopts another only at Preparing).
+func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.StatefulSet, lower *int32, keep ...string) (string, error) {
 	live := &appsv1.StatefulSet{}
 	err := kube.Get(ctx, client.ObjectKeyFromObject(want), live)
 	if apierrors.IsNotFound(err) {
@@ -52,6 +53,9 @@ func holdTemplate(ctx context.Context, kube client.Reader, want *appsv1.Stateful
 	why, err := rolloutAhead(ctx, kube, live)
 	if err != nil {
 		return "", err
+	}
+	if why == "" && len(keep) > 0 {
+		why = keep[0]
 	}
 	wp := partitionOf(want)
 	if why == "" {

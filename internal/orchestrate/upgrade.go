@@ -214,10 +214,16 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 	}
 	objs := []client.Object{cm, sts}
 	var lower *int32
+	var keep []string
 	if up := c.Status.Upgrade; up != nil {
 		lower = up.Partition
+		if up.TemplateHash != templateHash(sts) {
+			// Not the template this upgrade adopted (the spec changed during the rollout): the
+			// rollout goes on with the live one; PrimaryReady goes back to Preparing for it.
+			keep = []string{"the spec's template changed during the rollout; it is rolled out once every pod runs the one rolling out now"}
+		}
 	}
-	held, err := holdTemplate(ctx, r.Kube, sts, lower)
+	held, err := holdTemplate(ctx, r.Kube, sts, lower, keep...)
 	if err != nil {
 		return nil, err
 	}
