@@ -205,16 +205,16 @@ type PodRevision struct {
 	Ran                   bool
 }
 
-// HoldTemplate decides whether a new pod template may be written to a StatefulSet. changed says
-// the template differs from the live one; current is the StatefulSet's current revision and
+// HoldTemplate decides whether a changed pod template may be written to a StatefulSet. current
+// is the StatefulSet's current revision and
 // currentImage its image ("" when unknown). While a rollout is unfinished, a pod that ran an
 // image other than the current revision's would come back, if recreated below the new
 // partition, at the current revision: an older image over a data directory a newer version may
 // have rewritten. Such a change is held until the rollout finishes: the answer names those pods
 // ("" when the template may be written). A pod of another revision with the same image (a
 // configuration rolled out part-way), or one that never ran, holds nothing.
-func HoldTemplate(changed bool, current, currentImage string, pods []PodRevision) string {
-	if !changed || current == "" {
+func HoldTemplate(current, currentImage string, pods []PodRevision) string {
+	if current == "" {
 		return ""
 	}
 	var ahead []string

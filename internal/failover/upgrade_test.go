@@ -180,20 +180,18 @@ func TestHoldTemplate(t *testing.T) {
 	at := func(name, rev, image string, ran bool) PodRevision { return PodRevision{name, rev, image, ran} }
 	for _, tc := range []struct {
 		name    string
-		changed bool
 		current string
 		pods    []PodRevision
 		held    bool
 	}{
-		{"unchanged template", false, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11", true)}, false},
-		{"every pod at the current revision", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "r1", "m:10", true)}, false},
-		{"a pod that ran a newer image", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11", true)}, true},
-		{"a pod whose new image never ran", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11.99", false)}, false},
-		{"a configuration rolled out part-way", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:10", true)}, false},
-		{"a pod whose revision is not known yet", true, "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "", "m:10", true)}, false},
-		{"no StatefulSet status yet", true, "", []PodRevision{at("a-2", "r2", "m:11", true)}, false},
+		{"every pod at the current revision", "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "r1", "m:10", true)}, false},
+		{"a pod that ran a newer image", "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11", true)}, true},
+		{"a pod whose new image never ran", "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:11.99", false)}, false},
+		{"a configuration rolled out part-way", "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-2", "r2", "m:10", true)}, false},
+		{"a pod whose revision is not known yet", "r1", []PodRevision{at("a-0", "r1", "m:10", true), at("a-1", "", "m:10", true)}, false},
+		{"no StatefulSet status yet", "", []PodRevision{at("a-2", "r2", "m:11", true)}, false},
 	} {
-		why := HoldTemplate(tc.changed, tc.current, "m:10", tc.pods)
+		why := HoldTemplate(tc.current, "m:10", tc.pods)
 		if (why != "") != tc.held {
 			t.Errorf("%s: %q, want held %v", tc.name, why, tc.held)
 		}
@@ -202,7 +200,7 @@ func TestHoldTemplate(t *testing.T) {
 		}
 	}
 	// The current revision's image unknown: any pod of another revision that ran holds.
-	if why := HoldTemplate(true, "r1", "", []PodRevision{at("a-2", "r2", "m:10", true)}); why == "" {
+	if why := HoldTemplate("r1", "", []PodRevision{at("a-2", "r2", "m:10", true)}); why == "" {
 		t.Errorf("with the current image unknown, a pod of another revision that ran did not hold")
 	}
 }

@@ -99,11 +99,11 @@ func (a AppliedObject) String() string {
 	return s
 }
 
-// DerivedClient is the part of a Kubernetes client ApplyDerived needs: Apply's, and a list of
-// the StatefulSet's pods (see holdTemplate).
+// DerivedClient is the part of a Kubernetes client ApplyDerived needs: Apply's, the lists of
+// holdTemplate, and the deletes of pruneConfigMaps.
 type DerivedClient interface {
 	ApplyClient
-	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
+	pruneClient
 }
 
 // ApplyDerived applies every derived object (not the Secret) and reports what changed.

@@ -17,8 +17,8 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 )
 
-// Held is the result of a StatefulSet template (and the ConfigMap its pods read) that was not
-// written because a rollout is unfinished (see holdTemplate).
+// Held is the result of a StatefulSet whose new pod template was not written because a rollout
+// is unfinished (see holdTemplate).
 const Held ApplyResult = "held"
 
 // holdTemplate reads the live StatefulSet want would replace and the pods it owns, and decides
@@ -87,7 +87,7 @@ func rolloutAhead(ctx context.Context, kube client.Reader, live *appsv1.Stateful
 	for _, p := range pods.Items {
 		revs = append(revs, failover.PodRevision{Name: p.Name, Revision: p.Labels[revisionLabel], Image: containerImage(&p), Ran: containerRan(&p)})
 	}
-	return failover.HoldTemplate(true, live.Status.CurrentRevision, revisionImage(ctx, kube, live.Namespace, live.Status.CurrentRevision), revs), nil
+	return failover.HoldTemplate(live.Status.CurrentRevision, revisionImage(ctx, kube, live.Namespace, live.Status.CurrentRevision), revs), nil
 }
 
 // containerRan reports whether the pod's database container ever started (one whose image never
@@ -138,11 +138,7 @@ type pruneClient interface {
 // names (the live template, and each ControllerRevision the controller keeps, the current one
 // included, from which a deleted pod is recreated). Housekeeping only: a client that may not
 // list or delete leaves them, and the cluster's deletion removes them all (they are owned).
-func pruneConfigMaps(ctx context.Context, kube any, c *v1.MysqlCluster) {
-	pc, ok := kube.(pruneClient)
-	if !ok {
-		return
-	}
+func pruneConfigMaps(ctx context.Context, pc pruneClient, c *v1.MysqlCluster) {
 	cnf, err := RenderMyCnf(c)
 	if err != nil {
 		return

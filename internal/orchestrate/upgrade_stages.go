@@ -47,11 +47,7 @@ func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return "", nil, err
 	}
-	want, err := BuildStatefulSet(c)
-	if err != nil {
-		return "", nil, err
-	}
-	held, err := holdTemplate(ctx, r.Kube, want, nil)
+	held, err := r.specHeld(ctx, c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -464,11 +460,7 @@ func (r *Runner) upAdoptHeld(ctx context.Context, x *stageEnv, err error) (strin
 	if err != nil {
 		return "", nil, err
 	}
-	sts, err := BuildStatefulSet(x.c)
-	if err != nil {
-		return "", nil, err
-	}
-	held, err := holdTemplate(ctx, r.Kube, sts, nil)
+	held, err := r.specHeld(ctx, x.c)
 	if err != nil || held != "" {
 		return "", nil, notYetOr("the template changed during the rollout waits for the StatefulSet to record the rolled-out revision as current: "+held, err)
 	}
@@ -476,6 +468,16 @@ func (r *Runner) upAdoptHeld(ctx context.Context, x *stageEnv, err error) (strin
 	return StageUpgradePreparing, func(s *v1.MysqlClusterStatus) {
 		s.Upgrade.Barrier, s.Upgrade.Pod = v1.UpgradePreparing, ""
 	}, nil
+}
+
+// specHeld says why the pod template the spec makes would be held now ("" when it would be
+// written; nothing is written here).
+func (r *Runner) specHeld(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	sts, err := BuildStatefulSet(c)
+	if err != nil {
+		return "", err
+	}
+	return holdTemplate(ctx, r.Kube, sts, nil)
 }
 
 // containerImage is the image of the pod's MySQL container.
