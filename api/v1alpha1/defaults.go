@@ -88,3 +88,9 @@ func (s SemiSyncSpec) SemiSyncEnabled() bool { return s.Enabled == nil || *s.Ena
 
 // AutoEnabled reports whether automatic failover is on (the default).
 func (f FailoverSpec) AutoEnabled() bool { return f.Auto == nil || *f.Auto }
+
+// ReseedEnabled reports whether watch may re-seed a crashed old primary's proven unacknowledged
+// transactions by itself (the default).
+func (f FailoverSpec) ReseedEnabled() bool {
+	return f.ReseedUnacknowledged == nil || *f.ReseedUnacknowledged
+}

@@ -401,6 +401,13 @@ type ScaleStatus struct {
 	// Pods added or removed so far, in order.
 	// +optional
 	Done []string `json:"done,omitempty"`
+	// For a rebuild `watch` started by itself: the instance's transactions it discards, proven
+	// never acknowledged to a client, and the evidence.
+	// +optional
+	Discard string `json:"discard,omitempty"`
+	// Why those transactions were never acknowledged, one observation each.
+	// +optional
+	DiscardEvidence []string `json:"discardEvidence,omitempty"`
 }
 
 // HAStatus is the supervisor's persisted view of the primary's health.
@@ -592,6 +599,24 @@ type OperationRecord struct {
 	// semi-sync not proven); the message gives the bound.
 	// +optional
 	TransactionsLost int64 `json:"transactionsLost,omitempty"`
+	// The primary a failover or switchover replaced.
+	// +optional
+	FormerPrimary string `json:"formerPrimary,omitempty"`
+	// For a failover that proved, under semi-sync, that no acknowledged transaction was lost: when
+	// the former primary was last observed healthy. With unacknowledgedUntil it bounds the window
+	// in which the former primary's crash ends every commit still waiting for an acknowledgement.
+	// +optional
+	FormerPrimarySeenAt *metav1.Time `json:"formerPrimarySeenAt,omitempty"`
+	// For such a failover: until when no commit of the former primary can have returned without a
+	// replica's acknowledgement (its semi-sync timeout counted from formerPrimarySeenAt, minus a
+	// margin). A transaction of the former primary that no replica received, whose session a
+	// crash inside the window ended, was never acknowledged to a client.
+	// +optional
+	UnacknowledgedUntil *metav1.Time `json:"unacknowledgedUntil,omitempty"`
+	// For a rebuild that `watch` started by itself: the transactions it discarded, proven never
+	// acknowledged to a client (see spec.failover.reseedUnacknowledged).
+	// +optional
+	DiscardedGTIDs string `json:"discardedGTIDs,omitempty"`
 }
 
 // A member that does not answer, and what it can hold.

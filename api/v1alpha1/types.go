@@ -260,4 +260,17 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="failover.maxCandidateLag must not be negative"
 	// +optional
 	MaxCandidateLag *metav1.Duration `json:"maxCandidateLag,omitempty"`
+
+	// Lets `mysqlctl watch` (with failover.auto on) re-seed, with no person, an old primary that
+	// a crash left holding transactions no replica received (default true). It does so only when
+	// the evidence proves them never acknowledged to a client: the failover that replaced it
+	// proved no acknowledged transaction lost under semi-sync, the server restarted (uptime)
+	// after it was last seen healthy and before any of its commits could return without an
+	// acknowledgement, it holds exactly its own transactions after the new primary's last one
+	// from it, and no other member holds any of them. The discarded GTIDs are recorded in the
+	// rebuild's history record and an Event. When false, such an instance stays quarantined until
+	// `mysqlctl rebuild NAME INSTANCE`.
+	// +kubebuilder:default=true
+	// +optional
+	ReseedUnacknowledged *bool `json:"reseedUnacknowledged,omitempty"`
 }

@@ -78,6 +78,7 @@ func TestValidClusterGetsDefaults(t *testing.T) {
 		{"semiSync.waitForReplicas", s.SemiSync.WaitForReplicas, int32(1)},
 		{"semiSync.timeout", durationOf(s.SemiSync.Timeout), 24 * time.Hour},
 		{"failover.auto", s.Failover.Auto != nil && *s.Failover.Auto, true},
+		{"failover.reseedUnacknowledged", s.Failover.ReseedUnacknowledged != nil && *s.Failover.ReseedUnacknowledged, true},
 		{"failover.detectionInterval", durationOf(s.Failover.DetectionInterval), time.Second},
 		{"failover.failureThreshold", s.Failover.FailureThreshold, int32(3)},
 		{"failover.cooldown", durationOf(s.Failover.Cooldown), 5 * time.Minute},

@@ -831,28 +831,16 @@ func divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
 		// transactions the primary never had.
 		var extra []string
 		var count int64
-		for _, g := range replica.GTID.BinlogState {
-			if g.Seq == 0 {
-				continue
-			}
-			var have uint64
-			known := false
-			for _, p := range primary.GTID.BinlogState {
-				if p.Domain == g.Domain && p.ServerID == g.ServerID {
-					have, known = p.Seq, true
-				}
-			}
-			switch {
-			case !known:
+		for _, run := range failover.BeyondPrimary(primary.GTID.BinlogState, replica.GTID.BinlogState) {
+			extra = append(extra, run.Last.String())
+			if run.Known {
+				// The primary stopped receiving this server at Have; in strict mode every
+				// later sequence number up to Last was written by it.
+				count += int64(run.Last.Seq - run.Have)
+			} else {
 				// A server the primary never heard of: at least one transaction (sequence
 				// numbers are shared by every server of a domain, so no more can be told).
-				extra = append(extra, g.String())
 				count++
-			case g.Seq > have:
-				// The primary stopped receiving this server at have; in strict mode every
-				// later sequence number up to g.Seq was written by it.
-				extra = append(extra, g.String())
-				count += int64(g.Seq - have)
 			}
 		}
 		if len(extra) > 0 {

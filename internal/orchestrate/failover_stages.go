@@ -486,9 +486,11 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	}
 	r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
 	t := metav1.NewTime(now)
+	seenAt, until := unacknowledgedWindow(c, old, ev, forced, lost)
 	return "", func(s *v1.MysqlClusterStatus) {
 		s.Instances = mergeInstances(s.Instances, instances, old)
 		finish(s, now, "Succeeded", msg, lost)
+		s.History[0].FormerPrimary, s.History[0].FormerPrimarySeenAt, s.History[0].UnacknowledgedUntil = old, seenAt, until
 		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
 		s.HA.LastFailover = &t
 		ready := int32(len(snaps))
@@ -507,6 +509,25 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		semi(s)
 	}, nil
+}
+
+// unacknowledgedWindow is, for a failover that proved under semi-sync that no acknowledged
+// transaction was lost, when the old primary was last seen healthy and until when none of its
+// commits could return without an acknowledgement (see receiverFenceDeadline); nil otherwise.
+// A crash of the old primary inside the window ended every commit still waiting: what no
+// replica received was never acknowledged (failover.ProveUnacknowledgedTail).
+func unacknowledgedWindow(c *v1.MysqlCluster, old string, ev *v1.OperationEvidence, forced bool, lost int64) (*metav1.Time, *metav1.Time) {
+	if forced || lost != 0 || !ev.SemiSyncProven {
+		return nil, nil
+	}
+	until, _ := receiverFenceDeadline(c, old)
+	for _, i := range c.Status.Instances {
+		if i.Name == old && i.LastSeen != nil && until != nil {
+			seen := *i.LastSeen
+			return &seen, until
+		}
+	}
+	return nil, nil
 }
 
 // receiverFenceBlockers lists what keeps stopping the replicas' receivers from proving that

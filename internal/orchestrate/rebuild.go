@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,6 +40,10 @@ type RebuildOptions struct {
 	Donor string
 	// ResumeOnly continues the recorded rebuild and never starts one.
 	ResumeOnly bool
+	// Discard is set when watch starts the rebuild by itself: the instance's transactions it
+	// proved never acknowledged (a crashed former primary's tail), recorded in status.scale and
+	// in the rebuild's history record.
+	Discard *failover.TailProof
 }
 
 // rebuildKind re-seeds one instance in place.
@@ -60,7 +65,8 @@ var rebuildKind = &operationKind{
 }
 
 // Rebuild re-seeds a quarantined or broken replica from a donor, or resumes the rebuild
-// recorded in status. The primary is refused. Nothing runs by itself: `watch` only suggests it.
+// recorded in status. The primary is refused. `watch` starts one by itself only for a crashed
+// former primary whose extra transactions it proved never acknowledged (opts.Discard).
 func (r *Runner) Rebuild(ctx context.Context, key client.ObjectKey, opts RebuildOptions) error {
 	started := false
 	lastReported := ""
@@ -141,15 +147,24 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 		id = sc.ID
 	}
 	op := v1.OperationStatus{ID: id, Type: OperationRebuild, Stage: stage, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, Target: opts.Instance}
-	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
+	fresh := c.Status.Scale == nil
+	err = r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		if s.Scale == nil {
 			s.Scale = &v1.ScaleStatus{ID: id, From: n, To: n, Replicas: n, Action: scaleRebuild, Ordinal: ord, Donor: opts.Donor}
+			if d := opts.Discard; d != nil {
+				s.Scale.Discard, s.Scale.DiscardEvidence = d.Discard, d.Evidence
+			}
 		} else if !s.Scale.Seeded {
 			s.Scale.Donor, s.Scale.SeedJob = opts.Donor, c.Status.Scale.SeedJob
 		}
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Rebuilding",
 			Message: fmt.Sprintf("rebuilding %s from a donor's copy", opts.Instance)})
 	})
+	if d := opts.Discard; err == nil && d != nil && fresh {
+		r.event(ctx, c, true, "ReseedingUnacknowledged", fmt.Sprintf("rebuilding %s by itself: it discards %d transaction(s) (%s) proven never acknowledged to a client: %s",
+			opts.Instance, d.Count, d.Discard, strings.Join(d.Evidence, "; ")))
+	}
+	return err
 }
 
 // rbPreparing quarantines the instance, so that no other operation uses it while its data is
@@ -289,11 +304,15 @@ func (r *Runner) rbReleasing(ctx context.Context, x *stageEnv) (string, func(*v1
 		return "", nil, err
 	}
 	msg := fmt.Sprintf("%s rebuilt from a copy of %s: it replicates from %s and has caught up; its old data was dropped (%d schema(s) set aside)", name, sc.Donor, x.primaryName, len(dropped))
+	if sc.Discard != "" {
+		msg += fmt.Sprintf("; started by watch, it discarded %s, proven never acknowledged: %s", sc.Discard, strings.Join(sc.DiscardEvidence, "; "))
+	}
 	r.event(ctx, c, false, "RebuildFinished", msg)
 	now := x.now
 	spec := c.Spec.Replicas
 	return stageDone, func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Succeeded", msg, 0)
+		s.History[0].DiscardedGTIDs = sc.Discard
 		s.Scale = nil
 		// The instance counts again among those proven in their role.
 		ready := 0

@@ -206,6 +206,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 			}
 		}
 		finish(s, now, "Succeeded", msg, lost)
+		s.History[0].FormerPrimary = old
 		semi(s)
 	}, nil
 }

@@ -193,6 +193,9 @@ type watcher struct {
 	lastErr string
 	// repairRefused is the configuration refusal the repairer last reported (see repairOnce).
 	repairRefused string
+	// reseedRefused is why the repairer last found a quarantined former primary's tail not
+	// proven unacknowledged (see reseedTail), reported once per reason.
+	reseedRefused string
 	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
 	// first wait for it continues from there.
 	opSeen *observed

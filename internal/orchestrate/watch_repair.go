@@ -16,7 +16,8 @@ import (
 
 // repairEvery is how often the supervisor looks for members to repair while the primary is
 // healthy: a second writable instance (a returning old primary) to fence, a replica that does
-// not replicate from the primary (or carries the wrong role label) to re-join or quarantine.
+// not replicate from the primary (or carries the wrong role label) to re-join or quarantine, a
+// crashed former primary's proven unacknowledged tail to re-seed.
 const repairEvery = 3 * time.Second
 
 // repairMinGap keeps looks that a change woke (a pod Ready again) apart.
@@ -111,6 +112,13 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 			return nil
 		}
 		return w.repair(ctx, c, writable, false, false, creds)
+	}
+	if len(writable) == 0 && !reopen {
+		// A crashed former primary quarantined with what no replica received: re-seeded by
+		// itself when that is proven never acknowledged.
+		if acted, err := w.reseedTail(ctx, c); acted || err != nil {
+			return err
+		}
 	}
 	allReady := int32(len(pods)) == memberCount(c)
 	for _, p := range pods {
