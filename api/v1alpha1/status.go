@@ -539,6 +539,15 @@ type OperationEvidence struct {
 	// acknowledgements, so no promotion happens after it and a resumed failover rolls back instead.
 	// +optional
 	FenceDeadline *metav1.Time `json:"fenceDeadline,omitempty"`
+	// For a failover `watch` started by itself: when its last check found the old primary
+	// writable and protected by semi-sync (waiting for acknowledgements, AFTER_SYNC, also with no
+	// replica connected): the old primary was alive and protected until then.
+	// +optional
+	PrimaryCheckedAt *metav1.Time `json:"primaryCheckedAt,omitempty"`
+	// When the server process that answered that check had started (the check's time minus its
+	// uptime).
+	// +optional
+	PrimaryStartedAt *metav1.Time `json:"primaryStartedAt,omitempty"`
 	// The instance chosen to become primary.
 	// +optional
 	Candidate string `json:"candidate,omitempty"`
@@ -607,6 +616,13 @@ type OperationRecord struct {
 	// in which the former primary's crash ends every commit still waiting for an acknowledgement.
 	// +optional
 	FormerPrimarySeenAt *metav1.Time `json:"formerPrimarySeenAt,omitempty"`
+	// For such a failover started by `watch`: when its last check found the former primary
+	// writable and protected by semi-sync (see operation.evidence.primaryCheckedAt).
+	// +optional
+	FormerPrimaryCheckedAt *metav1.Time `json:"formerPrimaryCheckedAt,omitempty"`
+	// When the server process that answered that check had started.
+	// +optional
+	FormerPrimaryStartedAt *metav1.Time `json:"formerPrimaryStartedAt,omitempty"`
 	// For such a failover: until when no commit of the former primary can have returned without a
 	// replica's acknowledgement (its semi-sync timeout counted from formerPrimarySeenAt, minus a
 	// margin). A transaction of the former primary that no replica received, whose session a
@@ -653,6 +669,11 @@ type ErrantInstance struct {
 	// When the instance was quarantined.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// When `watch` began re-seeding it by itself (see spec.failover.reseedUnacknowledged): it
+	// tries once per quarantine, so a rebuild a person aborted, or one that was refused, is not
+	// started again by itself.
+	// +optional
+	ReseedStartedAt *metav1.Time `json:"reseedStartedAt,omitempty"`
 }
 
 // UpgradeStatus is the persisted state of a rolling upgrade. It stays set from the upgrade's

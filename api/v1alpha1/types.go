@@ -262,14 +262,15 @@ type FailoverSpec struct {
 	MaxCandidateLag *metav1.Duration `json:"maxCandidateLag,omitempty"`
 
 	// Lets `mysqlctl watch` (with failover.auto on) re-seed, with no person, an old primary that
-	// a crash left holding transactions no replica received (default true). It does so only when
-	// the evidence proves them never acknowledged to a client: the failover that replaced it
-	// proved no acknowledged transaction lost under semi-sync, the server restarted (uptime)
-	// after it was last seen healthy and before any of its commits could return without an
-	// acknowledgement, it holds exactly its own transactions after the new primary's last one
-	// from it, and no other member holds any of them. The discarded GTIDs are recorded in the
-	// rebuild's history record and an Event. When false, such an instance stays quarantined until
-	// `mysqlctl rebuild NAME INSTANCE`.
+	// a crash left holding transactions no replica received (default true). It does so once per
+	// quarantine, and only when the evidence proves them never acknowledged to a client: the
+	// failover that replaced it, started by the same watch process, proved no acknowledged
+	// transaction lost under semi-sync; the server answering now is another process than the one
+	// that watch last found writable and protected, started before any commit could return
+	// unacknowledged; every other member ran since before that check and holds none of them; and
+	// they are exactly its own transactions after the new primary's last one from it. The
+	// discarded GTIDs are recorded in the rebuild's history record and an Event. When false, such
+	// an instance stays quarantined until `mysqlctl rebuild NAME INSTANCE`.
 	// +kubebuilder:default=true
 	// +optional
 	ReseedUnacknowledged *bool `json:"reseedUnacknowledged,omitempty"`

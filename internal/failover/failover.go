@@ -28,7 +28,8 @@ type Check struct {
 	Refused bool
 	// Uptime is how long the server has run, read (UptimeKnown) when it answered read-only: a
 	// read-only primary that restarted is down for writes; one that did not was made
-	// read-only by someone.
+	// read-only by someone. It is read too when it answered writable and protected by
+	// semi-sync: which server process was checked alive is evidence for the tail proof.
 	Uptime      time.Duration
 	UptimeKnown bool
 	// At is when the check ended.

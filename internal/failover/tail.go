@@ -24,7 +24,16 @@ type PrimaryChange struct {
 	// commit could have returned without an acknowledgement. Both zero when no semi-sync proof
 	// was recorded.
 	SeenAt, Until time.Time
+	// CheckedAt is when the supervisor that started the failover last found the former primary
+	// writable and protected by semi-sync (zero: not started by a supervisor that saw it so), and
+	// CheckedStart when the server process that answered that check had started. Both are on
+	// the clock of the process that proves (that supervisor's own).
+	CheckedAt, CheckedStart time.Time
 }
+
+// processSlack is how far apart two server start times must be to be two processes: uptime is
+// read in whole seconds, and the server's clock may drift from this process's.
+const processSlack = 5 * time.Second
 
 // TailInput is what ProveUnacknowledgedTail judges: a quarantined former primary, observed
 // now, against the primary that replaced it and every other member.
@@ -38,8 +47,10 @@ type TailInput struct {
 	// Started is when the instance's server started (observed now minus its uptime); zero when
 	// its uptime could not be read.
 	Started time.Time
-	// Others are every other member, observed now.
-	Others []topology.Snapshot
+	// Others are every other member, observed now; OthersStarted is when each one's server
+	// started (by name; absent when unknown).
+	Others        []topology.Snapshot
+	OthersStarted map[string]time.Time
 	// Silent names the members that could not be observed.
 	Silent []string
 }
@@ -67,9 +78,14 @@ var ErrTailNotProven = errors.New("not proven to be an unacknowledged tail")
 //   - the newest primary change is a failover that replaced this instance and proved, under
 //     semi-sync, that no acknowledged transaction was lost: a commit returns only once a replica
 //     received it, and the new primary held everything any replica received;
-//   - its server restarted after it was last seen healthy and before any commit could have
-//     returned without an acknowledgement (the semi-sync timeout): the crash ended every session
-//     still waiting, and a restarted server is read-only, so no commit began after it;
+//   - the supervisor that started that failover found it writable and protected by semi-sync
+//     at its last check, and the server answering now is another process than the one that
+//     answered that check (their start times differ): that process died after the check, which
+//     ended every session still waiting; the new one started (after it was last seen healthy)
+//     before any commit could have returned without an acknowledgement (the semi-sync timeout),
+//     and read-only, so no commit began after it;
+//   - every other member's server ran since before that check: a replica that restarted after
+//     the crash may have acknowledged a transaction and lost it with its relay log;
 //   - what it holds beyond the primary is exactly a run of its own transactions right after the
 //     primary's last one from it, the same run it was quarantined with (nothing added since);
 //   - it is read-only and receives from nobody, and no other member holds any of the run (one
@@ -85,8 +101,13 @@ func ProveUnacknowledgedTail(in TailInput) (TailProof, error) {
 	switch {
 	case !in.Instance.Complete() || !in.Primary.Complete():
 		return TailProof{}, notProven("%s or the primary %s was not fully observed", name, in.Primary.Name)
+	case in.Change.CheckedAt.IsZero():
+		return TailProof{}, notProven("the failover away from %s was not started by this supervisor after its checks found it writable and protected by semi-sync (only that supervisor's own clock places the crash)", name)
 	case in.Started.IsZero():
 		return TailProof{}, notProven("the uptime of %s could not be read, so no restart is proven", name)
+	case !in.Started.After(in.Change.CheckedStart.Add(processSlack)):
+		return TailProof{}, notProven("%s's server (started at %s) is the process the supervisor found alive and writable at %s (started at %s): it has not restarted, and a session may still wait on a commit",
+			name, stamp(in.Started), stamp(in.Change.CheckedAt), stamp(in.Change.CheckedStart))
 	case in.Started.Add(-startSlack).Before(in.Change.SeenAt):
 		return TailProof{}, notProven("%s's server started at %s, not after it was last seen healthy (%s): a session may still wait on a commit", name, stamp(in.Started), stamp(in.Change.SeenAt))
 	case !in.Started.Add(startSlack).Before(in.Change.Until):
@@ -98,7 +119,16 @@ func ProveUnacknowledgedTail(in TailInput) (TailProof, error) {
 	case len(in.Silent) > 0:
 		return TailProof{}, notProven("%s did not answer: it may hold (and may have acknowledged) part of the tail", strings.Join(in.Silent, ", "))
 	}
-	ev = append(ev, fmt.Sprintf("%s's server restarted at %s, inside that window, and is read-only", name, stamp(in.Started)))
+	for _, o := range in.Others {
+		if o.Name == name {
+			continue
+		}
+		if st, ok := in.OthersStarted[o.Name]; !ok || !st.Before(in.Change.CheckedAt) {
+			return TailProof{}, notProven("%s's server did not run since before %s was last checked alive (%s): restarted after the crash, it may have lost a transaction it acknowledged", o.Name, name, stamp(in.Change.CheckedAt))
+		}
+	}
+	ev = append(ev, fmt.Sprintf("%s's server restarted at %s: it is not the process (started at %s) that the supervisor's last check found writable and protected at %s, so that process died after the check and took every waiting session with it; the restart is inside the window, and the server is read-only; every other member's server ran since before that check",
+		name, stamp(in.Started), stamp(in.Change.CheckedStart), stamp(in.Change.CheckedAt)))
 	t, err := tailOf(in.Primary, in.Instance)
 	if err != nil {
 		return TailProof{}, err

@@ -39,10 +39,10 @@ func tailCase() TailInput {
 	other := snap("db-2", 1002, "0-1000-10,0-1001-15")
 	other.GTID.IOPos = gtid.MustParseMariaDBPos("0-1001-15")
 	return TailInput{
-		Change:   PrimaryChange{Type: "failover", Result: "Succeeded", FormerPrimary: "db-0", SeenAt: seen, Until: seen.Add(21 * time.Hour)},
+		Change:   PrimaryChange{Type: "failover", Result: "Succeeded", FormerPrimary: "db-0", SeenAt: seen, Until: seen.Add(21 * time.Hour), CheckedAt: seen.Add(30 * time.Second), CheckedStart: seen.Add(-time.Hour)},
 		Recorded: "0-1000-13",
 		Primary:  primary, Instance: self, Started: seen.Add(40 * time.Second),
-		Others: []topology.Snapshot{primary, other},
+		Others: []topology.Snapshot{primary, other}, OthersStarted: map[string]time.Time{"db-1": seen.Add(-time.Hour), "db-2": seen.Add(-time.Hour)},
 	}
 }
 
@@ -76,7 +76,22 @@ func TestProveUnacknowledgedTailRefuses(t *testing.T) {
 		{"loss unknown", func(in *TailInput) { in.Change.Lost = -1 }, "did not prove"},
 		{"no semi-sync window recorded", func(in *TailInput) { in.Change.Until = time.Time{} }, "did not prove"},
 		{"uptime unknown", func(in *TailInput) { in.Started = time.Time{} }, "uptime"},
-		{"no restart since last seen healthy (a frozen primary: sessions may still wait)", func(in *TailInput) { in.Started = in.Change.SeenAt.Add(-time.Minute) }, "not after it was last seen healthy"},
+		{"no supervisor check recorded (a failover a person ran, or started after the crash)", func(in *TailInput) { in.Change.CheckedAt = time.Time{} }, "not started by this supervisor"},
+		{"the process the supervisor checked alive (frozen, never restarted: sessions may still wait)", func(in *TailInput) {
+			in.Started = in.Change.CheckedStart.Add(time.Second)
+		}, "has not restarted"},
+		{"restarted, reopened and checked alive, then frozen", func(in *TailInput) {
+			in.Change.CheckedStart = in.Started.Add(-500 * time.Millisecond)
+		}, "has not restarted"},
+		{"an acknowledging replica restarted after the crash (relay log lost)", func(in *TailInput) { in.OthersStarted["db-2"] = in.Change.CheckedAt.Add(time.Millisecond) }, "db-2's server did not run since before"},
+		{"a member's start unknown", func(in *TailInput) { delete(in.OthersStarted, "db-1") }, "db-1's server did not run since before"},
+		{"no restart since last seen healthy (a frozen primary: sessions may still wait)", func(in *TailInput) {
+			in.Change.CheckedAt, in.Started = in.Change.SeenAt.Add(-2*time.Minute), in.Change.SeenAt.Add(-time.Minute)
+			in.Change.CheckedStart = in.Change.SeenAt.Add(-3 * time.Hour)
+			for k := range in.OthersStarted {
+				in.OthersStarted[k] = in.Change.SeenAt.Add(-time.Hour)
+			}
+		}, "not after it was last seen healthy"},
 		{"restarted past the semi-sync timeout (a commit may have returned unacknowledged)", func(in *TailInput) { in.Started = in.Change.Until.Add(time.Minute) }, "without an acknowledgement"},
 		{"writable", func(in *TailInput) { in.Instance.ReadOnly = false }, "writable"},
 		{"still receiving", func(in *TailInput) { in.Instance.Replica.IOThread = topology.ThreadRunning }, "receives"},

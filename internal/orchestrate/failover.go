@@ -72,10 +72,23 @@ type FailoverOptions struct {
 	DetectedPrimary string
 	// Automatic marks a failover the supervisor (watch) started by itself.
 	Automatic bool
+	// PrimaryCheckedAt is when the supervisor's last check found the primary writable and
+	// protected by semi-sync (zero: unknown), and PrimaryStartedAt when the server process that
+	// answered it had started; recorded as evidence for the tail proof.
+	PrimaryCheckedAt, PrimaryStartedAt time.Time
 
 	// read is the cluster as the caller read it under the Lease just before: the first step
 	// starts from it instead of reading it again (see load).
 	read *v1.MysqlCluster
+}
+
+// timeOrNil is t as a recorded time, nil when zero.
+func timeOrNil(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	m := metav1.NewTime(t)
+	return &m
 }
 
 func (o *FailoverOptions) defaults() {
@@ -198,7 +211,8 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, StageStartedAt: &now, Target: opts.To, RequestID: r.RequestID,
 		Evidence: &v1.OperationEvidence{
 			FencedPrimary: old, FenceState: v1.FencePending, PrimaryVerdict: string(j.Verdict), Detection: j.Evidence,
-			SemiSyncProven: semiSyncProvenNow(c, old, now.Time),
+			SemiSyncProven: semiSyncProvenNow(c, old, now.Time), PrimaryCheckedAt: timeOrNil(opts.PrimaryCheckedAt),
+			PrimaryStartedAt: timeOrNil(opts.PrimaryStartedAt),
 		},
 	}
 	if opts.Force {
@@ -423,7 +437,7 @@ func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds
 	}
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
-	if !ch.Writable {
+	if !ch.Writable || fencesByReceivers(s) {
 		if up, err := in.Uptime(cctx); err == nil {
 			ch.Uptime, ch.UptimeKnown = up, true
 		}

@@ -49,6 +49,9 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 		e := evidenceOf(s)
 		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
 		e.SemiSyncProven = semiSyncProvenNow(c, x.old, now)
+		if e.PrimaryCheckedAt == nil {
+			e.PrimaryCheckedAt, e.PrimaryStartedAt = timeOrNil(opts.PrimaryCheckedAt), timeOrNil(opts.PrimaryStartedAt)
+		}
 		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection, OperationFailover)
 		s.Phase = v1.PhaseFailingOver
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + x.old + " started: " + string(j.Verdict)})
@@ -242,15 +245,21 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 	var missingN int64
 	if ev.FencedGTIDSet != "" {
 		// The old primary answered and was fenced over SQL: the candidate also waits for its
-		// fenced set, bounded. What it still lacks afterwards was never acknowledged by a
-		// replica (semi-sync) and makes the old primary divergent: it will be quarantined.
-		err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout)
-		if err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
+		// fenced set, bounded, while its receiver runs (a stopped one can never fetch it, and
+		// waiting would only keep the cluster without a primary). What it still lacks then was
+		// never acknowledged by a replica (semi-sync) and makes the old primary divergent: it
+		// will be quarantined (and `watch` re-seeds a crashed one: see reseedTail).
+		cs, err := ss.observe(ev.Candidate)
+		if err != nil {
 			return "", nil, err
 		}
-		cs, oerr := ss.observe(ev.Candidate)
-		if oerr != nil {
-			return "", nil, oerr
+		if cs.Replica != nil && cs.Replica.IOThread != topology.ThreadStopped {
+			if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
+				return "", nil, err
+			}
+			if cs, err = ss.observe(ev.Candidate); err != nil {
+				return "", nil, err
+			}
 		}
 		missingN = missing(cs, ev.FencedGTIDSet)
 		// Semi-sync's guarantee (what a replica acknowledged, a survivor holds) speaks for the
@@ -258,7 +267,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 		// the replica that acknowledged what the candidate lacks (it may have received more
 		// since its bound was read). Then only the fenced primary's whole set bounds it.
 		passed := absentPassed(ev.Rejected)
-		if err != nil && (!ev.SemiSyncProven || len(passed) > 0) && !forced {
+		if missingN != 0 && (!ev.SemiSyncProven || len(passed) > 0) && !forced {
 			why := "semi-sync is not guaranteeing otherwise"
 			if len(passed) > 0 {
 				why = "the absent member(s) passed by the election, " + strings.Join(passed, ", ") + ", may have acknowledged them"
@@ -491,6 +500,9 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		s.Instances = mergeInstances(s.Instances, instances, old)
 		finish(s, now, "Succeeded", msg, lost)
 		s.History[0].FormerPrimary, s.History[0].FormerPrimarySeenAt, s.History[0].UnacknowledgedUntil = old, seenAt, until
+		if until != nil {
+			s.History[0].FormerPrimaryCheckedAt, s.History[0].FormerPrimaryStartedAt = ev.PrimaryCheckedAt, ev.PrimaryStartedAt
+		}
 		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
 		s.HA.LastFailover = &t
 		ready := int32(len(snaps))

@@ -153,6 +153,11 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 			s.Scale = &v1.ScaleStatus{ID: id, From: n, To: n, Replicas: n, Action: scaleRebuild, Ordinal: ord, Donor: opts.Donor}
 			if d := opts.Discard; d != nil {
 				s.Scale.Discard, s.Scale.DiscardEvidence = d.Discard, d.Evidence
+				for i := range s.ErrantInstances {
+					if s.ErrantInstances[i].Name == opts.Instance {
+						s.ErrantInstances[i].ReseedStartedAt = &now
+					}
+				}
 			}
 		} else if !s.Scale.Seeded {
 			s.Scale.Donor, s.Scale.SeedJob = opts.Donor, c.Status.Scale.SeedJob

@@ -176,6 +176,14 @@ type watcher struct {
 	// lastWritable is when the primary last answered writable (a read-only answer counts as
 	// down only from a server that restarted since).
 	lastWritable time.Time
+	// protected is this supervisor's last check that found the primary writable and protected
+	// by semi-sync (fencesByReceivers), with the server process it reached: the automatic
+	// failover records it as evidence, and only this supervisor proves a tail with it (its
+	// times are on this process's monotonic clock; see reseedTail).
+	protected atomic.Pointer[protectedCheck]
+	// failedOver is protected as it was when this supervisor last began a failover: the tail
+	// proof of the primary it replaced uses it.
+	failedOver atomic.Pointer[protectedCheck]
 	// answeredAt is lastWritable as this process's own checks saw it, for the repairer (which
 	// runs beside the checks); convergeRetry, the repairer's own, is when it may next continue a
 	// recorded converge after continuing one failed.
@@ -196,6 +204,8 @@ type watcher struct {
 	// reseedRefused is why the repairer last found a quarantined former primary's tail not
 	// proven unacknowledged (see reseedTail), reported once per reason.
 	reseedRefused string
+	// reseedRetry is when the repairer may next try to continue a stopped re-seed.
+	reseedRetry time.Time
 	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
 	// first wait for it continues from there.
 	opSeen *observed
@@ -564,6 +574,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.lastWritable = ch.At
 		at := ch.At
 		w.answeredAt.Store(&at)
+		if fencesByReceivers(snap) && ch.UptimeKnown {
+			w.protected.Store(&protectedCheck{primary: primary, at: ch.At, started: ch.At.Add(-ch.Uptime)})
+		}
 	}
 	if len(w.checks) > 100 {
 		w.checks = w.checks[len(w.checks)-100:]
@@ -801,7 +814,9 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		if p := policyOf(cur); p.Paused || !p.Auto || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
 			return errNoLongerCalledFor
 		}
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, read: cur})
+		pc := w.checkedProtected(c.Status.CurrentPrimary)
+		w.failedOver.Store(&pc)
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, read: cur})
 	})
 	if errors.Is(err, errNoLongerCalledFor) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
@@ -893,6 +908,22 @@ func lostNewPrimaries(c *v1.MysqlCluster, now time.Time) int {
 
 // errNoLongerCalledFor: the cluster changed while the failover waited for its Lease.
 var errNoLongerCalledFor = errors.New("the cluster changed while the failover waited for its Lease (paused, automatic failover turned off, or another primary)")
+
+// protectedCheck is a check that found primary writable and protected by semi-sync at at,
+// answered by the server process that started at started.
+type protectedCheck struct {
+	primary     string
+	at, started time.Time
+}
+
+// checkedProtected is this supervisor's last check that found primary writable and protected by
+// semi-sync; zero when none did.
+func (w *watcher) checkedProtected(primary string) protectedCheck {
+	if pc := w.protected.Load(); pc != nil && pc.primary == primary {
+		return *pc
+	}
+	return protectedCheck{}
+}
 
 // markWaiting records that the automatic failover called for waits for the cluster's Lease: a
 // converge holding it gives way once it sees the mark (and this supervisor still rewriting its

@@ -116,6 +116,9 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 	if len(writable) == 0 && !reopen {
 		// A crashed former primary quarantined with what no replica received: re-seeded by
 		// itself when that is proven never acknowledged.
+		if acted, err := w.resumeReseed(ctx, c); acted || err != nil {
+			return err
+		}
 		if acted, err := w.reseedTail(ctx, c); acted || err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +26,7 @@ func reseedCandidate(c *v1.MysqlCluster) (v1.ErrantInstance, failover.PrimaryCha
 		return v1.ErrantInstance{}, ch, false
 	}
 	for _, e := range c.Status.ErrantInstances {
-		if e.Name == ch.FormerPrimary {
+		if e.Name == ch.FormerPrimary && e.ReseedStartedAt == nil {
 			return e, ch, true
 		}
 	}
@@ -41,10 +42,31 @@ func newestPrimaryChange(c *v1.MysqlCluster) (failover.PrimaryChange, bool) {
 			if h.FormerPrimarySeenAt != nil && h.UnacknowledgedUntil != nil {
 				ch.SeenAt, ch.Until = h.FormerPrimarySeenAt.Time, h.UnacknowledgedUntil.Time
 			}
+			if h.FormerPrimaryCheckedAt != nil {
+				ch.CheckedAt = h.FormerPrimaryCheckedAt.Time // replaced by ownCheck
+			}
 			return ch, true
 		}
 	}
 	return failover.PrimaryChange{}, false
+}
+
+// ownCheck puts in ch this supervisor's own record of the check the failover recorded (on its
+// monotonic clock), or clears the check when this supervisor did not make it (another process,
+// or this one restarted since): only the supervisor that checked the old primary alive can
+// place its crash after that check without comparing two hosts' clocks.
+func (w *watcher) ownCheck(ch failover.PrimaryChange) failover.PrimaryChange {
+	pc := w.failedOver.Load()
+	d := time.Duration(0)
+	if pc != nil {
+		d = pc.at.Sub(ch.CheckedAt)
+	}
+	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second {
+		ch.CheckedAt, ch.CheckedStart = time.Time{}, time.Time{}
+		return ch
+	}
+	ch.CheckedAt, ch.CheckedStart = pc.at, pc.started
+	return ch
 }
 
 // proveTail observes every member and judges whether the quarantined instance e holds exactly
@@ -58,7 +80,7 @@ func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantI
 	if err != nil {
 		return failover.TailProof{}, err
 	}
-	in := failover.TailInput{Change: ch, Recorded: e.ErrantGTIDs}
+	in := failover.TailInput{Change: ch, Recorded: e.ErrantGTIDs, OthersStarted: map[string]time.Time{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for ord := int32(0); ord < memberCount(c); ord++ {
@@ -71,7 +93,7 @@ func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantI
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, started, ok := r.observeForTail(ctx, p, creds, p.Name == e.Name)
+			s, started, ok := r.observeForTail(ctx, p, creds)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -79,21 +101,30 @@ func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantI
 				in.Silent = append(in.Silent, p.Name)
 			case p.Name == e.Name:
 				in.Instance, in.Started = s, started
-			case p.Name == c.Status.CurrentPrimary:
-				in.Primary = s
-				in.Others = append(in.Others, s)
 			default:
+				if p.Name == c.Status.CurrentPrimary {
+					in.Primary = s
+				}
 				in.Others = append(in.Others, s)
+				if !started.IsZero() {
+					in.OthersStarted[p.Name] = started
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return failover.ProveUnacknowledgedTail(in)
+	proof, err := failover.ProveUnacknowledgedTail(in)
+	if err == nil && !in.Instance.Flavor.IsMariaDB() {
+		// Proven, but a rebuild of a MySQL instance needs CLONE, which is not implemented: it
+		// would be refused at its first stage.
+		return proof, fmt.Errorf("%w: %s is MySQL, which 'rebuild' cannot re-seed yet", failover.ErrTailNotProven, e.Name)
+	}
+	return proof, err
 }
 
-// observeForTail observes one member (and, for the quarantined instance, when its server
-// started); ok is false when it could not be observed fully.
-func (r *Runner) observeForTail(ctx context.Context, p *corev1.Pod, creds credentials, self bool) (topology.Snapshot, time.Time, bool) {
+// observeForTail observes one member, and when its server started (zero when its uptime could
+// not be read); ok is false when it could not be observed fully.
+func (r *Runner) observeForTail(ctx context.Context, p *corev1.Pod, creds credentials) (topology.Snapshot, time.Time, bool) {
 	cctx, cancel := context.WithTimeout(ctx, tailObserveTimeout)
 	defer cancel()
 	in, err := r.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
@@ -106,10 +137,8 @@ func (r *Runner) observeForTail(ctx context.Context, p *corev1.Pod, creds creden
 		return s, time.Time{}, false
 	}
 	var started time.Time
-	if self {
-		if up, err := in.Uptime(cctx); err == nil {
-			started = r.now().Add(-up)
-		}
+	if up, err := in.Uptime(cctx); err == nil {
+		started = r.now().Add(-up)
 	}
 	return s, started, true
 }
@@ -124,22 +153,26 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 	if !ok {
 		return false, nil
 	}
+	ch = w.ownCheck(ch)
 	obs := w.observer()
 	if _, err := obs.proveTail(ctx, c, e, ch); err != nil {
-		if msg := err.Error(); msg != w.reseedRefused {
-			w.reseedRefused = msg
-			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("%s stays quarantined for a person ('rebuild %s %s'): %s", e.Name, c.Name, e.Name, msg)})
+		// Once per reason (its times vary by a second from one look to the next).
+		if key := stamps.ReplaceAllString(err.Error(), "T"); key != w.reseedRefused {
+			w.reseedRefused = key
+			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("%s stays quarantined for a person ('rebuild %s %s'): %s", e.Name, c.Name, e.Name, err)})
 		}
 		return false, nil
 	}
 	w.reseedRefused = ""
-	return true, w.cancellable(ctx, func(rctx context.Context) error {
+	began := false
+	err := w.cancellable(ctx, func(rctx context.Context) error {
 		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
 			cur := &v1.MysqlCluster{}
 			if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 				return err
 			}
 			e, ch, ok := reseedCandidate(cur)
+			ch = w.ownCheck(ch)
 			if !ok || cur.Status.Operation != nil || cur.Status.CurrentPrimary != c.Status.CurrentPrimary || cur.Spec.Paused {
 				return nil // changed while the Lease was taken
 			}
@@ -147,6 +180,7 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 			if err != nil {
 				return nil //nolint:nilerr // reported by the next look, without the Lease
 			}
+			began = true
 			w.report(Transition{Action: "rebuild", Primary: cur.Status.CurrentPrimary, Reason: fmt.Sprintf("rebuilding %s, discarding %s: %s", e.Name, proof.Discard, strings.Join(proof.Evidence, "; "))})
 			if err := r.Rebuild(ctx, w.key, RebuildOptions{Instance: e.Name, Discard: &proof}); err != nil {
 				return err
@@ -155,4 +189,29 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 			return nil
 		})
 	})
+	return began, err
+}
+
+// stamps matches the times in a refusal.
+var stamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+
+// resumeReseed continues a re-seed watch began by itself that stopped (a failover superseded
+// it, or its actor died after the operation ended without finishing the rebuild): left
+// recorded, it would keep every converge away. A person's stopped rebuild is theirs to resume.
+func (w *watcher) resumeReseed(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
+	sc := c.Status.Scale
+	if c.Status.Operation != nil || sc == nil || sc.Action != scaleRebuild || sc.Discard == "" || w.s.Runner.now().Before(w.reseedRetry) {
+		return false, nil
+	}
+	err := w.cancellable(ctx, func(rctx context.Context) error {
+		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the re-seed of %s that stopped", scalePod(c, sc.Ordinal))})
+			return r.Rebuild(ctx, w.key, RebuildOptions{ResumeOnly: true})
+		})
+	})
+	if err != nil {
+		// Not again every round: each attempt takes the Lease over.
+		w.reseedRetry = w.s.Runner.now().Add(failoverBackoff(c))
+	}
+	return true, err
 }
