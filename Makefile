@@ -60,8 +60,9 @@ lint: ## Run golangci-lint (installed through the Go module proxy) with the lint
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, the CRD in manifests/crd and completions/
+generate: ## Regenerate deepcopy code, the CRD in manifests/crd, the Grafana dashboard and completions/
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:artifacts:config=manifests/crd
+	$(GO) run ./hack/dashboard > manifests/monitoring/grafana-dashboard.json
 	$(MAKE) completions
 
 .PHONY: completions

@@ -2,7 +2,7 @@
 # Cross-builds the release archives, their checksums and the krew manifest; `make dist` runs it.
 #
 #   DIST_DIR/mysqlctl_<VERSION>_<os>_<arch>.tar.gz   kubectl-mysql, mysqlctl (the same binary),
-#                                                   README.md, and LICENSE when the repository has one
+#                                                   README.md and LICENSE
 #   DIST_DIR/checksums.txt                          sha256sum format, one line per archive
 #   DIST_DIR/mysql.yaml                             plugins/mysql.yaml rendered for these archives
 #
@@ -74,8 +74,7 @@ rm -f "$DIST_DIR"/mysqlctl_*.tar.gz "$DIST_DIR/checksums.txt" "$DIST_DIR/mysql.y
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
-extra=(README.md)
-[[ -f LICENSE ]] && extra+=(LICENSE)
+extra=(README.md LICENSE)
 
 archives=()
 for p in $DIST_PLATFORMS; do
