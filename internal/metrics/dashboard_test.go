@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -130,4 +131,33 @@ func TestGrafanaDashboard(t *testing.T) {
 // (the dashboard's variables are multi-valued).
 func matches(vs *parser.VectorSelector, label string) bool {
 	return slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == label && m.Type == labels.MatchRegexp })
+}
+
+// TestAlertRulesPromtool runs the alert rules' unit tests (manifests/monitoring/rules_test.yaml)
+// with Prometheus' own promtool, on synthetic series: each alert fires when its text says, and
+// every alert has a test.
+func TestAlertRulesPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is needed (Debian: apt-get install prometheus; .ci/run installs it)")
+	}
+	dir := filepath.Join("..", "..", "manifests", "monitoring")
+	cmd := exec.CommandContext(t.Context(), promtool, "test", "rules", "rules_test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	rules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join(dir, "rules_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1) {
+		if !strings.Contains(string(tests), "alertname: "+m[1]+"\n") {
+			t.Errorf("rules_test.yaml does not test %s", m[1])
+		}
+	}
 }
