@@ -548,6 +548,9 @@ type OperationEvidence struct {
 	// uptime).
 	// +optional
 	PrimaryStartedAt *metav1.Time `json:"primaryStartedAt,omitempty"`
+	// What the old primary had written to its binary log at that check (a GTID position).
+	// +optional
+	PrimaryCheckedGTID string `json:"primaryCheckedGTID,omitempty"`
 	// The instance chosen to become primary.
 	// +optional
 	Candidate string `json:"candidate,omitempty"`
@@ -623,6 +626,9 @@ type OperationRecord struct {
 	// When the server process that answered that check had started.
 	// +optional
 	FormerPrimaryStartedAt *metav1.Time `json:"formerPrimaryStartedAt,omitempty"`
+	// What the former primary had written to its binary log at that check (a GTID position).
+	// +optional
+	FormerPrimaryCheckedGTID string `json:"formerPrimaryCheckedGTID,omitempty"`
 	// For such a failover: until when no commit of the former primary can have returned without a
 	// replica's acknowledgement (its semi-sync timeout counted from formerPrimarySeenAt, minus a
 	// margin). A transaction of the former primary that no replica received, whose session a

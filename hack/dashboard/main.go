@@ -22,8 +22,8 @@ type target struct {
 
 type panel struct {
 	title, kind, unit, help string
-	targets              [][2]string // expr, legend
-	w, h                 int
+	targets                 [][2]string // expr, legend
+	w, h                    int
 }
 
 func q(expr, legend string) [2]string { return [2]string{expr, legend} }

@@ -29,6 +29,15 @@ type PrimaryChange struct {
 	// CheckedStart when the server process that answered that check had started. Both are on
 	// the clock of the process that proves (that supervisor's own).
 	CheckedAt, CheckedStart time.Time
+	// Written are that supervisor's recent checks that found the former primary writable and
+	// protected, oldest first, each with what it had written to its binary log then.
+	Written []WrittenAt
+}
+
+// WrittenAt is what a server had written to its binary log (a GTID position) at a time.
+type WrittenAt struct {
+	At   time.Time
+	GTID string
 }
 
 // processSlack is how far apart two server start times must be to be two processes: uptime is
@@ -84,8 +93,10 @@ var ErrTailNotProven = errors.New("not proven to be an unacknowledged tail")
 //     ended every session still waiting; the new one started (after it was last seen healthy)
 //     before any commit could have returned without an acknowledgement (the semi-sync timeout),
 //     and read-only, so no commit began after it;
-//   - every other member's server ran since before that check: a replica that restarted after
-//     the crash may have acknowledged a transaction and lost it with its relay log;
+//   - every transaction of the run was written after that check, and every other member's
+//     server ran since before it: a replica loses what it received but had not applied when it
+//     restarts, so one restarted after a transaction of the run was written may have
+//     acknowledged it and lost it;
 //   - what it holds beyond the primary is exactly a run of its own transactions right after the
 //     primary's last one from it, the same run it was quarantined with (nothing added since);
 //   - it is read-only and receives from nobody, and no other member holds any of the run (one
@@ -101,33 +112,13 @@ func ProveUnacknowledgedTail(in TailInput) (TailProof, error) {
 	switch {
 	case !in.Instance.Complete() || !in.Primary.Complete():
 		return TailProof{}, notProven("%s or the primary %s was not fully observed", name, in.Primary.Name)
-	case in.Change.CheckedAt.IsZero():
-		return TailProof{}, notProven("the failover away from %s was not started by this supervisor after its checks found it writable and protected by semi-sync (only that supervisor's own clock places the crash)", name)
-	case in.Started.IsZero():
-		return TailProof{}, notProven("the uptime of %s could not be read, so no restart is proven", name)
-	case !in.Started.After(in.Change.CheckedStart.Add(processSlack)):
-		return TailProof{}, notProven("%s's server (started at %s) is the process the supervisor found alive and writable at %s (started at %s): it has not restarted, and a session may still wait on a commit",
-			name, stamp(in.Started), stamp(in.Change.CheckedAt), stamp(in.Change.CheckedStart))
-	case in.Started.Add(-startSlack).Before(in.Change.SeenAt):
-		return TailProof{}, notProven("%s's server started at %s, not after it was last seen healthy (%s): a session may still wait on a commit", name, stamp(in.Started), stamp(in.Change.SeenAt))
-	case !in.Started.Add(startSlack).Before(in.Change.Until):
-		return TailProof{}, notProven("%s's server started at %s, after %s: a commit may have returned without an acknowledgement before the crash", name, stamp(in.Started), stamp(in.Change.Until))
-	case !in.Instance.ReadOnly:
-		return TailProof{}, notProven("%s is writable", name)
-	case in.Instance.Replica != nil && in.Instance.Replica.IOThread != topology.ThreadStopped:
-		return TailProof{}, notProven("%s still receives from a source (IO thread %s)", name, in.Instance.Replica.IOThread)
 	case len(in.Silent) > 0:
 		return TailProof{}, notProven("%s did not answer: it may hold (and may have acknowledged) part of the tail", strings.Join(in.Silent, ", "))
 	}
-	for _, o := range in.Others {
-		if o.Name == name {
-			continue
-		}
-		if st, ok := in.OthersStarted[o.Name]; !ok || !st.Before(in.Change.CheckedAt) {
-			return TailProof{}, notProven("%s's server did not run since before %s was last checked alive (%s): restarted after the crash, it may have lost a transaction it acknowledged", o.Name, name, stamp(in.Change.CheckedAt))
-		}
+	if err := restartProven(in); err != nil {
+		return TailProof{}, err
 	}
-	ev = append(ev, fmt.Sprintf("%s's server restarted at %s: it is not the process (started at %s) that the supervisor's last check found writable and protected at %s, so that process died after the check and took every waiting session with it; the restart is inside the window, and the server is read-only; every other member's server ran since before that check",
+	ev = append(ev, fmt.Sprintf("%s's server restarted at %s: it is not the process (started at %s) that the supervisor's last check found writable and protected at %s, so that process died after the check and took every waiting session with it; the restart is inside the window, and the server is read-only",
 		name, stamp(in.Started), stamp(in.Change.CheckedStart), stamp(in.Change.CheckedAt)))
 	t, err := tailOf(in.Primary, in.Instance)
 	if err != nil {
@@ -136,16 +127,70 @@ func ProveUnacknowledgedTail(in TailInput) (TailProof, error) {
 	if t.recorded != in.Recorded {
 		return TailProof{}, notProven("%s now holds %s beyond the primary, not %s as when it was quarantined", name, t.recorded, in.Recorded)
 	}
+	ref, err := membersKeptWhatTheyReceived(in, t)
+	if err != nil {
+		return TailProof{}, err
+	}
 	for _, o := range in.Others {
-		if o.Name == name || o.Name == in.Primary.Name {
-			continue
-		}
-		if t.heldBy(o) {
+		if o.Name != name && o.Name != in.Primary.Name && t.heldBy(o) {
 			return TailProof{}, notProven("%s holds part of %s's tail: it may have acknowledged it", o.Name, name)
 		}
 	}
+	ev = append(ev, fmt.Sprintf("every transaction of the run was written after the supervisor's check at %s (which found %s written), and every other member's server ran since before that check, so none lost a part it had received",
+		stamp(ref.At), ref.GTID))
 	ev = append(ev, fmt.Sprintf("%s holds %d transaction(s) of its own after the primary %s's last from it (%s), and no other member holds any", name, t.count, in.Primary.Name, t.discard))
 	return TailProof{Discard: t.discard, Count: t.count, Evidence: ev}, nil
+}
+
+// restartProven checks that the server answering now is another process than the one the
+// supervisor last found alive and protected, started inside the semi-sync window, read-only and
+// receiving from nobody.
+func restartProven(in TailInput) error {
+	name := in.Instance.Name
+	switch {
+	case in.Change.CheckedAt.IsZero():
+		return notProven("the failover away from %s was not started by this supervisor after its checks found it writable and protected by semi-sync (only that supervisor's own clock places the crash)", name)
+	case in.Started.IsZero():
+		return notProven("the uptime of %s could not be read, so no restart is proven", name)
+	case !in.Started.After(in.Change.CheckedStart.Add(processSlack)):
+		return notProven("%s's server (started at %s) is the process the supervisor found alive and writable at %s (started at %s): it has not restarted, and a session may still wait on a commit",
+			name, stamp(in.Started), stamp(in.Change.CheckedAt), stamp(in.Change.CheckedStart))
+	case in.Started.Add(-startSlack).Before(in.Change.SeenAt):
+		return notProven("%s's server started at %s, not after it was last seen healthy (%s): a session may still wait on a commit", name, stamp(in.Started), stamp(in.Change.SeenAt))
+	case !in.Started.Add(startSlack).Before(in.Change.Until):
+		return notProven("%s's server started at %s, after %s: a commit may have returned without an acknowledgement before the crash", name, stamp(in.Started), stamp(in.Change.Until))
+	case !in.Instance.ReadOnly:
+		return notProven("%s is writable", name)
+	case in.Instance.Replica != nil && in.Instance.Replica.IOThread != topology.ThreadStopped:
+		return notProven("%s still receives from a source (IO thread %s)", name, in.Instance.Replica.IOThread)
+	}
+	return nil
+}
+
+// membersKeptWhatTheyReceived finds the supervisor's latest check before the whole run was
+// written and checks that every other member's server ran since before it: a replica loses
+// what it received but had not applied when it restarts, so one restarted after part of the
+// run was written may have acknowledged it and lost it.
+func membersKeptWhatTheyReceived(in TailInput, t tail) (WrittenAt, error) {
+	name := in.Instance.Name
+	var ref WrittenAt
+	for _, w := range in.Change.Written {
+		if t.after(w.GTID) {
+			ref = w
+		}
+	}
+	if ref.At.IsZero() {
+		return ref, notProven("no check of the supervisor found %s before its run (%s) was written: a member that restarted since may have acknowledged part of it and lost it", name, t.discard)
+	}
+	for _, o := range in.Others {
+		if o.Name == name {
+			continue
+		}
+		if st, ok := in.OthersStarted[o.Name]; !ok || !st.Before(ref.At) {
+			return ref, notProven("%s's server did not run since before %s's run was written (the check at %s): restarted since, it may have acknowledged part of it and lost it", o.Name, name, stamp(ref.At))
+		}
+	}
+	return ref, nil
 }
 
 func changeProves(ch PrimaryChange, name string) error {
@@ -170,6 +215,8 @@ type tail struct {
 	count    uint64
 	recorded string // in the quarantine record's form
 	heldBy   func(topology.Snapshot) bool
+	// after reports whether the whole run comes after a written GTID position.
+	after func(pos string) bool
 }
 
 func tailOf(primary, self topology.Snapshot) (tail, error) {
@@ -221,7 +268,15 @@ func mariadbTail(primary, self topology.Snapshot) (tail, error) {
 		}
 		return false
 	}
-	return tail{discard: discard, count: g.Seq - have, recorded: g.String(), heldBy: holds}, nil
+	after := func(pos string) bool {
+		p, err := gtid.ParseMariaDBPos(pos)
+		if err != nil || pos == "" {
+			return false
+		}
+		c, _ := p.Domain(g.Domain)
+		return c.Seq < first.Seq
+	}
+	return tail{discard: discard, count: g.Seq - have, recorded: g.String(), heldBy: holds, after: after}, nil
 }
 
 // ServerRun is one server's transactions an instance holds beyond the primary's record of that
@@ -271,5 +326,9 @@ func mysqlTail(primary, self topology.Snapshot) (tail, error) {
 	holds := func(o topology.Snapshot) bool {
 		return !o.GTID.Executed.Union(o.GTID.Received).Intersect(extra).IsEmpty()
 	}
-	return tail{discard: extra.String(), count: ivs[0].Count(), recorded: extra.String(), heldBy: holds}, nil
+	after := func(pos string) bool {
+		p, err := gtid.ParseMySQLSet(pos)
+		return err == nil && pos != "" && p.Intersect(extra).IsEmpty()
+	}
+	return tail{discard: extra.String(), count: ivs[0].Count(), recorded: extra.String(), heldBy: holds, after: after}, nil
 }

@@ -39,7 +39,8 @@ func tailCase() TailInput {
 	other := snap("db-2", 1002, "0-1000-10,0-1001-15")
 	other.GTID.IOPos = gtid.MustParseMariaDBPos("0-1001-15")
 	return TailInput{
-		Change:   PrimaryChange{Type: "failover", Result: "Succeeded", FormerPrimary: "db-0", SeenAt: seen, Until: seen.Add(21 * time.Hour), CheckedAt: seen.Add(30 * time.Second), CheckedStart: seen.Add(-time.Hour)},
+		Change: PrimaryChange{Type: "failover", Result: "Succeeded", FormerPrimary: "db-0", SeenAt: seen, Until: seen.Add(21 * time.Hour), CheckedAt: seen.Add(30 * time.Second), CheckedStart: seen.Add(-time.Hour),
+			Written: []WrittenAt{{At: seen.Add(28 * time.Second), GTID: "0-1000-10"}, {At: seen.Add(29 * time.Second), GTID: "0-1000-12"}}},
 		Recorded: "0-1000-13",
 		Primary:  primary, Instance: self, Started: seen.Add(40 * time.Second),
 		Others: []topology.Snapshot{primary, other}, OthersStarted: map[string]time.Time{"db-1": seen.Add(-time.Hour), "db-2": seen.Add(-time.Hour)},
@@ -51,7 +52,7 @@ func TestProveUnacknowledgedTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Discard != "0-1000-11..0-1000-13" || got.Count != 3 || len(got.Evidence) != 3 {
+	if got.Discard != "0-1000-11..0-1000-13" || got.Count != 3 || len(got.Evidence) != 4 {
 		t.Fatalf("proof %+v", got)
 	}
 	one := tailCase()
@@ -84,6 +85,13 @@ func TestProveUnacknowledgedTailRefuses(t *testing.T) {
 			in.Change.CheckedStart = in.Started.Add(-500 * time.Millisecond)
 		}, "has not restarted"},
 		{"an acknowledging replica restarted after the crash (relay log lost)", func(in *TailInput) { in.OthersStarted["db-2"] = in.Change.CheckedAt.Add(time.Millisecond) }, "db-2's server did not run since before"},
+		{"no check before the run was written (an acknowledging replica restarted before may have lost it)", func(in *TailInput) {
+			in.Change.Written = in.Change.Written[1:]
+		}, "no check of the supervisor found db-0 before"},
+		{"no position recorded", func(in *TailInput) { in.Change.Written = nil }, "no check of the supervisor found db-0 before"},
+		{"a replica restarted after the run began but before the last check", func(in *TailInput) {
+			in.OthersStarted["db-2"] = in.Change.Written[0].At.Add(time.Millisecond)
+		}, "db-2's server did not run since before db-0's run was written"},
 		{"a member's start unknown", func(in *TailInput) { delete(in.OthersStarted, "db-1") }, "db-1's server did not run since before"},
 		{"no restart since last seen healthy (a frozen primary: sessions may still wait)", func(in *TailInput) {
 			in.Change.CheckedAt, in.Started = in.Change.SeenAt.Add(-2*time.Minute), in.Change.SeenAt.Add(-time.Minute)
@@ -135,10 +143,16 @@ func TestProveUnacknowledgedTailMySQL(t *testing.T) {
 	other := mysqlMember("db-2", 2, "00000000-0000-0000-0000-000000000000:1-10,00000000-0000-0000-0000-000000000001:1-5", "").Snapshot
 	in.Instance, in.Primary, in.Others = self, primary, []topology.Snapshot{primary, other}
 	in.Recorded = "00000000-0000-0000-0000-000000000000:11-13"
+	in.Change.Written = []WrittenAt{{At: in.Change.CheckedAt, GTID: "00000000-0000-0000-0000-000000000000:1-10"}}
 	got, err := ProveUnacknowledgedTail(in)
 	if err != nil || got.Count != 3 || got.Discard != in.Recorded {
 		t.Fatalf("%+v, %v", got, err)
 	}
+	in.Change.Written = []WrittenAt{{At: in.Change.CheckedAt, GTID: "00000000-0000-0000-0000-000000000000:1-11"}}
+	if _, err := ProveUnacknowledgedTail(in); err == nil || !strings.Contains(err.Error(), "no check of the supervisor") {
+		t.Fatalf("part of the run written before the only check, yet: %v", err)
+	}
+	in.Change.Written = []WrittenAt{{At: in.Change.CheckedAt, GTID: "00000000-0000-0000-0000-000000000000:1-10"}}
 	in.Others[1].GTID.Received = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000000:11")
 	if _, err := ProveUnacknowledgedTail(in); !errors.Is(err, ErrTailNotProven) {
 		t.Fatalf("a member received part of the tail, yet: %v", err)

@@ -76,6 +76,8 @@ type FailoverOptions struct {
 	// protected by semi-sync (zero: unknown), and PrimaryStartedAt when the server process that
 	// answered it had started; recorded as evidence for the tail proof.
 	PrimaryCheckedAt, PrimaryStartedAt time.Time
+	// PrimaryCheckedGTID is the primary's written GTID position at that check.
+	PrimaryCheckedGTID string
 
 	// read is the cluster as the caller read it under the Lease just before: the first step
 	// starts from it instead of reading it again (see load).
@@ -212,7 +214,7 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		Evidence: &v1.OperationEvidence{
 			FencedPrimary: old, FenceState: v1.FencePending, PrimaryVerdict: string(j.Verdict), Detection: j.Evidence,
 			SemiSyncProven: semiSyncProvenNow(c, old, now.Time), PrimaryCheckedAt: timeOrNil(opts.PrimaryCheckedAt),
-			PrimaryStartedAt: timeOrNil(opts.PrimaryStartedAt),
+			PrimaryStartedAt: timeOrNil(opts.PrimaryStartedAt), PrimaryCheckedGTID: opts.PrimaryCheckedGTID,
 		},
 	}
 	if opts.Force {

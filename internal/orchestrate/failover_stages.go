@@ -51,6 +51,7 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 		e.SemiSyncProven = semiSyncProvenNow(c, x.old, now)
 		if e.PrimaryCheckedAt == nil {
 			e.PrimaryCheckedAt, e.PrimaryStartedAt = timeOrNil(opts.PrimaryCheckedAt), timeOrNil(opts.PrimaryStartedAt)
+			e.PrimaryCheckedGTID = opts.PrimaryCheckedGTID
 		}
 		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection, OperationFailover)
 		s.Phase = v1.PhaseFailingOver
@@ -502,6 +503,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		s.History[0].FormerPrimary, s.History[0].FormerPrimarySeenAt, s.History[0].UnacknowledgedUntil = old, seenAt, until
 		if until != nil {
 			s.History[0].FormerPrimaryCheckedAt, s.History[0].FormerPrimaryStartedAt = ev.PrimaryCheckedAt, ev.PrimaryStartedAt
+			s.History[0].FormerPrimaryCheckedGTID = ev.PrimaryCheckedGTID
 		}
 		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
 		s.HA.LastFailover = &t

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -575,7 +576,11 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		at := ch.At
 		w.answeredAt.Store(&at)
 		if fencesByReceivers(snap) && ch.UptimeKnown {
-			w.protected.Store(&protectedCheck{primary: primary, at: ch.At, started: ch.At.Add(-ch.Uptime)})
+			w.protected.Store(w.protected.Load().next(primary, ch.At, ch.At.Add(-ch.Uptime), writtenPos(snap)))
+		} else {
+			// The last check is what the tail proof rests on: an older protected one must not
+			// stand in for a primary now found unprotected.
+			w.protected.Store(nil)
 		}
 	}
 	if len(w.checks) > 100 {
@@ -816,7 +821,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		}
 		pc := w.checkedProtected(c.Status.CurrentPrimary)
 		w.failedOver.Store(&pc)
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, read: cur})
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, PrimaryCheckedGTID: pc.pos, read: cur})
 	})
 	if errors.Is(err, errNoLongerCalledFor) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
@@ -911,9 +916,36 @@ var errNoLongerCalledFor = errors.New("the cluster changed while the failover wa
 
 // protectedCheck is a check that found primary writable and protected by semi-sync at at,
 // answered by the server process that started at started.
+// pos is the primary's written GTID position at the check, and written the positions of the
+// recent protected checks of the same primary (oldest first, this one last).
 type protectedCheck struct {
 	primary     string
 	at, started time.Time
+	pos         string
+	written     []failover.WrittenAt
+}
+
+// protectedKept is how many recent protected checks a supervisor keeps (two minutes at the
+// default interval): the tail proof needs one from before the run it discards was written.
+const protectedKept = 120
+
+// next is the record after a new protected check of primary.
+func (pc *protectedCheck) next(primary string, at, started time.Time, pos string) *protectedCheck {
+	var written []failover.WrittenAt
+	if pc != nil && pc.primary == primary {
+		written = pc.written[max(0, len(pc.written)-protectedKept+1):]
+	}
+	written = append(slices.Clone(written), failover.WrittenAt{At: at, GTID: pos})
+	return &protectedCheck{primary: primary, at: at, started: started, pos: pos, written: written}
+}
+
+// writtenPos is what the server has written to its binary log: gtid_binlog_pos on MariaDB,
+// gtid_executed on MySQL.
+func writtenPos(s topology.Snapshot) string {
+	if s.Flavor.IsMariaDB() {
+		return s.GTID.BinlogPos.String()
+	}
+	return s.GTID.Executed.String()
 }
 
 // checkedProtected is this supervisor's last check that found primary writable and protected by

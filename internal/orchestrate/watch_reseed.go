@@ -61,12 +61,27 @@ func (w *watcher) ownCheck(ch failover.PrimaryChange) failover.PrimaryChange {
 	if pc != nil {
 		d = pc.at.Sub(ch.CheckedAt)
 	}
-	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second {
-		ch.CheckedAt, ch.CheckedStart = time.Time{}, time.Time{}
+	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second || clockStopped(pc.at, time.Now()) {
+		ch.CheckedAt, ch.CheckedStart, ch.Written = time.Time{}, time.Time{}, nil
 		return ch
 	}
-	ch.CheckedAt, ch.CheckedStart = pc.at, pc.started
+	ch.CheckedAt, ch.CheckedStart, ch.Written = pc.at, pc.started, pc.written
 	return ch
+}
+
+// clockStopped reports whether this process's monotonic clock and the wall clock disagree by
+// more than a second between at and now (both read from time.Now): the machine slept (a laptop
+// lid closed; the monotonic clock stops, the servers' uptimes do not) or the wall clock was
+// stepped. Start times derived from uptimes then no longer compare with at.
+func clockStopped(at, now time.Time) bool {
+	return clocksDisagree(now.Sub(at), now.Round(0).Sub(at.Round(0)))
+}
+
+// clocksDisagree reports whether an interval measured on the monotonic clock and on the wall
+// clock differ by more than a second.
+func clocksDisagree(mono, wall time.Duration) bool {
+	d := mono - wall
+	return d > time.Second || d < -time.Second
 }
 
 // proveTail observes every member and judges whether the quarantined instance e holds exactly
@@ -192,6 +207,23 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 	return began, err
 }
 
+// resumableReseed reports whether the cluster holds a re-seed watch began by itself that a
+// failover superseded (its newest rebuild record says so), with the policy still on: one that
+// stopped on a failure of its own waits for a person ('resume' once fixed, or 'abort').
+func resumableReseed(c *v1.MysqlCluster) bool {
+	sc := c.Status.Scale
+	if c.Status.Operation != nil || sc == nil || sc.Action != scaleRebuild || sc.Discard == "" ||
+		!c.Spec.Failover.AutoEnabled() || !c.Spec.Failover.ReseedEnabled() || c.Spec.Paused {
+		return false
+	}
+	for _, h := range c.Status.History {
+		if h.Type == OperationRebuild {
+			return h.Result == "Superseded" && h.ID == sc.ID
+		}
+	}
+	return false
+}
+
 // stamps matches the times in a refusal.
 var stamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 
@@ -199,10 +231,10 @@ var stamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 // it, or its actor died after the operation ended without finishing the rebuild): left
 // recorded, it would keep every converge away. A person's stopped rebuild is theirs to resume.
 func (w *watcher) resumeReseed(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
-	sc := c.Status.Scale
-	if c.Status.Operation != nil || sc == nil || sc.Action != scaleRebuild || sc.Discard == "" || w.s.Runner.now().Before(w.reseedRetry) {
+	if !resumableReseed(c) || w.s.Runner.now().Before(w.reseedRetry) {
 		return false, nil
 	}
+	sc := c.Status.Scale
 	err := w.cancellable(ctx, func(rctx context.Context) error {
 		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
 			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the re-seed of %s that stopped", scalePod(c, sc.Ordinal))})
