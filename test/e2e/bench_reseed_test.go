@@ -24,6 +24,9 @@ import (
 // (the goal: every round), then kills the new primary. It reports the time from the kill to
 // that state (p50, p95), the rounds in which watch re-seeded a crashed primary's unacknowledged
 // tail by itself, the rounds that did not come back, and the acknowledged writes lost (goal 0).
+// The killed pods restart after the rig kubelet's crash-loop back-off, which grows to minutes as
+// the same pods are killed again: MYSQLCTL_RIG_RESTART_BACKOFF=1s MYSQLCTL_RIG_MAX_RESTART_BACKOFF=5s
+// keep 20 rounds to minutes; restart-to-back is mysqlctl's own part either way.
 func BenchmarkKillSoak(b *testing.B) {
 	rounds := 20
 	if n, err := strconv.Atoi(os.Getenv("MYSQLCTL_KILL_ROUNDS")); err == nil && n > 0 {

@@ -59,7 +59,21 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := rig.Main(m, &r, rig.Options{})
+	// MYSQLCTL_RIG_RESTART_BACKOFF and MYSQLCTL_RIG_MAX_RESTART_BACKOFF shorten the rig kubelet's
+	// crash-loop back-off (the kubelet's 10s doubling to 5m by default), for soaks that kill the
+	// same pods again and again (BenchmarkKillSoak).
+	opts := rig.Options{}
+	for env, into := range map[string]*time.Duration{"MYSQLCTL_RIG_RESTART_BACKOFF": &opts.RestartBackoff, "MYSQLCTL_RIG_MAX_RESTART_BACKOFF": &opts.MaxRestartBackoff} {
+		if v := os.Getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				fmt.Fprintf(os.Stderr, "%s=%q: want a positive duration such as 1s\n", env, v)
+				os.Exit(2)
+			}
+			*into = d
+		}
+	}
+	code := rig.Main(m, &r, opts)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
