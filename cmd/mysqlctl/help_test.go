@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -113,23 +114,19 @@ func shellFields(s string) []string {
 // inlineCmd finds inline code that runs the program.
 var inlineCmd = regexp.MustCompile("`((?:bin/)?mysqlctl [^`]*|kubectl mysql [^`]*)`")
 
-// TestSuggestedCommandLinesParse: every command line the README and `make demo` suggest is a
-// command of this program whose flags and arguments parse.
-func TestSuggestedCommandLinesParse(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	root := NewCmdRoot(newFactory(ios, "mysqlctl", func(string) string { return "" }))
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Lines of code blocks are whole command lines; inline code names a command and flags.
-	type suggested struct {
-		line     string
-		withArgs bool
-	}
-	found := map[string][]suggested{}
+// suggested is a command line a document suggests; withArgs when it is a whole line (a code
+// block), not inline code that names a command and its flags.
+type suggested struct {
+	line     string
+	withArgs bool
+}
+
+// suggestedIn finds the command lines of a Markdown document: lines of code blocks are whole
+// command lines; inline code names a command and flags.
+func suggestedIn(markdown string) []suggested {
+	var out []suggested
 	inBlock := false
-	for _, l := range strings.Split(string(readme), "\n") {
+	for _, l := range strings.Split(markdown, "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "```") {
 			inBlock = !inBlock
@@ -138,15 +135,35 @@ func TestSuggestedCommandLinesParse(t *testing.T) {
 		if inBlock {
 			t = strings.TrimPrefix(t, "$ ")
 			if strings.HasPrefix(t, "mysqlctl ") || strings.HasPrefix(t, "bin/mysqlctl ") || strings.HasPrefix(t, "kubectl mysql ") {
-				found["README.md"] = append(found["README.md"], suggested{t, true})
+				out = append(out, suggested{t, true})
 			}
 			continue
 		}
 		for _, m := range inlineCmd.FindAllStringSubmatch(l, -1) {
 			if !strings.Contains(m[1], "…") {
-				found["README.md"] = append(found["README.md"], suggested{m[1], false})
+				out = append(out, suggested{m[1], false})
 			}
 		}
+	}
+	return out
+}
+
+// TestSuggestedCommandLinesParse: every command line the README, the docs and `make demo`
+// suggest is a command of this program whose flags and arguments parse.
+func TestSuggestedCommandLinesParse(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	root := NewCmdRoot(newFactory(ios, "mysqlctl", func(string) string { return "" }))
+	found := map[string][]suggested{}
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append([]string{"../../README.md"}, docs...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found[strings.TrimPrefix(f, "../../")] = suggestedIn(string(b))
 	}
 	demo, err := os.ReadFile("../../hack/demo.sh")
 	if err != nil {
@@ -160,6 +177,7 @@ func TestSuggestedCommandLinesParse(t *testing.T) {
 		t.Fatalf("found too few command lines to check: %d in README.md, %d in hack/demo.sh", len(found["README.md"]), len(found["hack/demo.sh"]))
 	}
 	for file, ls := range found {
+		t.Logf("%s: %d command lines", file, len(ls))
 		for _, sg := range ls {
 			l := sg.line
 			if strings.HasPrefix(l, "kubectl mysql") {
