@@ -67,7 +67,7 @@ func TestOwnCheck(t *testing.T) {
 	if !ok {
 		t.Fatal("not a candidate")
 	}
-	w := &watcher{}
+	w := &watcher{s: &Supervisor{}}
 	if got := w.ownCheck(ch); !got.CheckedAt.IsZero() {
 		t.Error("a supervisor with no check of its own (restarted since the failover) proves with the record")
 	}
@@ -79,11 +79,11 @@ func TestOwnCheck(t *testing.T) {
 	if !got.CheckedAt.Equal(checked) || len(got.Written) != 2 || got.Written[1].GTID != "0-1000-4" || !got.CheckedStart.Equal(checked.Add(-time.Hour)) {
 		t.Errorf("own check not used: %+v", got)
 	}
-	w.failedOver.Store(&protectedCheck{primary: "db-0", at: checked.Add(-5 * time.Second), started: checked.Add(-time.Hour), pos: "0-1000-4"})
+	w.failedOver.Store(&protectedCheck{primary: "db-0", at: checked.Add(-5 * time.Second), started: checked.Add(-time.Hour)})
 	if got := w.ownCheck(ch); !got.CheckedAt.IsZero() {
 		t.Error("a check other than the recorded one was used")
 	}
-	w.failedOver.Store(&protectedCheck{primary: "db-2", at: checked, started: checked.Add(-time.Hour), pos: "0-1000-4"})
+	w.failedOver.Store(&protectedCheck{primary: "db-2", at: checked, started: checked.Add(-time.Hour)})
 	if got := w.ownCheck(ch); !got.CheckedAt.IsZero() {
 		t.Error("another primary's check was used")
 	}

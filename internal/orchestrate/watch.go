@@ -821,7 +821,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		}
 		pc := w.checkedProtected(c.Status.CurrentPrimary)
 		w.failedOver.Store(&pc)
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, PrimaryCheckedGTID: pc.pos, read: cur})
+		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, PrimaryCheckedGTID: pc.pos(), read: cur})
 	})
 	if errors.Is(err, errNoLongerCalledFor) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
@@ -916,13 +916,20 @@ var errNoLongerCalledFor = errors.New("the cluster changed while the failover wa
 
 // protectedCheck is a check that found primary writable and protected by semi-sync at at,
 // answered by the server process that started at started.
-// pos is the primary's written GTID position at the check, and written the positions of the
-// recent protected checks of the same primary (oldest first, this one last).
+// written holds what the primary had written at the recent protected checks of the same
+// primary (oldest first, this one last).
 type protectedCheck struct {
 	primary     string
 	at, started time.Time
-	pos         string
 	written     []failover.WrittenAt
+}
+
+// pos is the primary's written GTID position at this check.
+func (pc protectedCheck) pos() string {
+	if len(pc.written) == 0 {
+		return ""
+	}
+	return pc.written[len(pc.written)-1].GTID
 }
 
 // protectedKept is how many recent protected checks a supervisor keeps (two minutes at the
@@ -936,7 +943,7 @@ func (pc *protectedCheck) next(primary string, at, started time.Time, pos string
 		written = pc.written[max(0, len(pc.written)-protectedKept+1):]
 	}
 	written = append(slices.Clone(written), failover.WrittenAt{At: at, GTID: pos})
-	return &protectedCheck{primary: primary, at: at, started: started, pos: pos, written: written}
+	return &protectedCheck{primary: primary, at: at, started: started, written: written}
 }
 
 // writtenPos is what the server has written to its binary log: gtid_binlog_pos on MariaDB,

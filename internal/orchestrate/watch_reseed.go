@@ -52,16 +52,16 @@ func newestPrimaryChange(c *v1.MysqlCluster) (failover.PrimaryChange, bool) {
 }
 
 // ownCheck puts in ch this supervisor's own record of the check the failover recorded (on its
-// monotonic clock), or clears the check when this supervisor did not make it (another process,
-// or this one restarted since): only the supervisor that checked the old primary alive can
-// place its crash after that check without comparing two hosts' clocks.
+// monotonic clock, the one its checks read), or clears the check when this supervisor did not
+// make it (another process, or this one restarted since): only the supervisor that checked the
+// old primary alive can place its crash after that check without comparing two hosts' clocks.
 func (w *watcher) ownCheck(ch failover.PrimaryChange) failover.PrimaryChange {
 	pc := w.failedOver.Load()
 	d := time.Duration(0)
 	if pc != nil {
 		d = pc.at.Sub(ch.CheckedAt)
 	}
-	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second || clockStopped(pc.at, time.Now()) {
+	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second || clockStopped(pc.at, w.s.Runner.now()) {
 		ch.CheckedAt, ch.CheckedStart, ch.Written = time.Time{}, time.Time{}, nil
 		return ch
 	}
@@ -70,9 +70,9 @@ func (w *watcher) ownCheck(ch failover.PrimaryChange) failover.PrimaryChange {
 }
 
 // clockStopped reports whether this process's monotonic clock and the wall clock disagree by
-// more than a second between at and now (both read from time.Now): the machine slept (a laptop
-// lid closed; the monotonic clock stops, the servers' uptimes do not) or the wall clock was
-// stepped. Start times derived from uptimes then no longer compare with at.
+// more than a second between at and now (both read from the supervisor's clock): the machine
+// slept (a laptop lid closed; the monotonic clock stops, the servers' uptimes do not) or the
+// wall clock was stepped. Start times derived from uptimes then no longer compare with at.
 func clockStopped(at, now time.Time) bool {
 	return clocksDisagree(now.Sub(at), now.Round(0).Sub(at.Round(0)))
 }
@@ -161,8 +161,8 @@ func (r *Runner) observeForTail(ctx context.Context, p *corev1.Pod, creds creden
 // reseedTail rebuilds, with no person, a quarantined former primary whose extra transactions
 // are proven to be the unacknowledged tail its crash left (spec.failover.reseedUnacknowledged).
 // It looks without the Lease, then proves again under it before it begins the rebuild, which
-// it runs to its end as a repair the detector can cancel (a cancelled rebuild is resumed like
-// any recorded operation). It reports whether it found a candidate to act on.
+// it runs to its end as a repair the detector can cancel (a failover that supersedes it leaves
+// it to resumeReseed). It reports whether it began a rebuild.
 func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
 	e, ch, ok := reseedCandidate(c)
 	if !ok {
@@ -227,9 +227,9 @@ func resumableReseed(c *v1.MysqlCluster) bool {
 // stamps matches the times in a refusal.
 var stamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 
-// resumeReseed continues a re-seed watch began by itself that stopped (a failover superseded
-// it, or its actor died after the operation ended without finishing the rebuild): left
-// recorded, it would keep every converge away. A person's stopped rebuild is theirs to resume.
+// resumeReseed continues a re-seed watch began by itself that a failover superseded (see
+// resumableReseed): left recorded, it would keep every converge away. A person's stopped
+// rebuild, or one stopped on a failure of its own, is theirs to resume.
 func (w *watcher) resumeReseed(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
 	if !resumableReseed(c) || w.s.Runner.now().Before(w.reseedRetry) {
 		return false, nil
