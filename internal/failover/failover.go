@@ -59,6 +59,11 @@ type Judgement struct {
 	Verdict  Verdict
 	Reason   string
 	Evidence []string
+	// Corroborated is true when the primary failed its last check and every reachable replica
+	// that replicates from it has lost it (none still receives), whatever the count of failed
+	// checks: the replicas' heartbeat-bound view agrees that the primary is silent, so the
+	// checks that confirm it may follow each other at once (see Assess).
+	Corroborated bool
 }
 
 // Member is a reachable instance other than the primary.
@@ -159,15 +164,16 @@ func Judge(primary string, source Source, checks []Check, threshold int, members
 			ev = append(ev, fmt.Sprintf("%s lost the primary: IO thread %s (%s)", m.Name, r.IOThread, detail))
 		}
 	}
+	corroborated := len(disagree) == 0 && len(agree) > 0
 	switch {
 	case failed < threshold:
-		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s failed %d of the %d consecutive checks required", primary, failed, threshold), Evidence: ev}
+		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s failed %d of the %d consecutive checks required", primary, failed, threshold), Evidence: ev, Corroborated: corroborated}
 	case len(disagree) > 0:
 		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s is unreachable from here but %s still receive(s) from it: unreachable is not dead", primary, strings.Join(disagree, ", ")), Evidence: ev}
 	case len(agree) == 0:
 		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s is unreachable and no replica can corroborate that it is dead", primary), Evidence: ev}
 	}
-	return Judgement{Verdict: Dead, Reason: fmt.Sprintf("the primary %s failed %d consecutive checks and every reachable replica (%s) lost it", primary, failed, strings.Join(agree, ", ")), Evidence: ev}
+	return Judgement{Verdict: Dead, Reason: fmt.Sprintf("the primary %s failed %d consecutive checks and every reachable replica (%s) lost it", primary, failed, strings.Join(agree, ", ")), Evidence: ev, Corroborated: true}
 }
 
 // ElectInput is what Elect looks at.

@@ -414,3 +414,39 @@ func TestElectDrained(t *testing.T) {
 		})
 	}
 }
+
+// TestCorroboratedSilenceConfirmsFast: a primary that only times out is re-checked at the full
+// interval (the path from the supervisor may be what failed) unless every reachable replica has
+// lost it too; then the confirming checks follow at once. One replica still receiving, or no
+// replica to ask, keeps the full interval, and corroboration never lowers the threshold.
+func TestCorroboratedSilenceConfirmsFast(t *testing.T) {
+	silent := Check{PodUID: "u1", Detail: "i/o timeout"}
+	lost := []Member{mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting), mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadStopped)}
+	receiving := []Member{lost[0], mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)}
+	p := Policy{Threshold: 3, Interval: time.Second, Auto: true}
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		checks  []Check
+		members []Member
+		next    time.Duration
+		state   string
+	}{
+		{"every replica lost it", []Check{silent}, lost, 125 * time.Millisecond, HASuspected},
+		{"one replica still receives", []Check{silent}, receiving, time.Second, HASuspected},
+		{"no replica to ask", []Check{silent}, nil, time.Second, HASuspected},
+		{"two corroborated silences are still below the threshold", []Check{silent, silent}, lost, 125 * time.Millisecond, HASuspected},
+		{"the threshold declares it dead", []Check{silent, silent, silent}, lost, time.Second, HAFailoverRequired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := Judge("db-0", Source{Host: primaryIP}, tc.checks, 3, tc.members)
+			a := Assess("c", tc.checks, j, p, now)
+			if a.Next != tc.next || a.State != tc.state {
+				t.Errorf("next %s state %s (%s), want %s %s", a.Next, a.State, a.Reason, tc.next, tc.state)
+			}
+			if a.Failover != (tc.state == HAFailoverRequired) {
+				t.Errorf("failover %v after %d checks", a.Failover, len(tc.checks))
+			}
+		})
+	}
+}

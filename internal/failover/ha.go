@@ -42,7 +42,8 @@ type Assessment struct {
 	// writes turned on), which is no failover, so the cooldown does not hold it.
 	Reopen bool
 	// Next is when to check again: a fraction of the interval while a strong signal (a refused
-	// connection, a pod gone, a read-only answer) is being confirmed, the interval otherwise.
+	// connection, a pod gone, a read-only answer, or a silence every replica corroborates) is
+	// being confirmed, the interval otherwise.
 	Next time.Duration
 }
 
@@ -61,8 +62,10 @@ func FailedChecks(checks []Check) int {
 }
 
 // strong reports whether a failed check is a signal that confirms fast: nothing listens, the pod
-// is gone, or the server itself says it is read-only. A silent primary (a timeout) is not: a
-// frozen or partitioned server needs the full interval between checks.
+// is gone, or the server itself says it is read-only. A silent primary (a timeout) alone is not:
+// the path from this supervisor may be what failed, so it is confirmed at the full interval
+// unless the replicas corroborate it (Judgement.Corroborated: every one of them has gone a net
+// timeout without hearing from it, heartbeats included).
 func (c Check) strong() bool {
 	return c.Refused || c.PodState != "" || c.Reachable && !c.Writable && c.UptimeKnown
 }
@@ -91,7 +94,7 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	}
 	last := checks[len(checks)-1]
 	next := p.Interval
-	if last.strong() && failed < p.Threshold {
+	if (last.strong() || j.Corroborated) && failed < p.Threshold {
 		next = max(p.Interval/8, 50*time.Millisecond)
 	}
 	if j.Verdict == ReadOnly && !last.restartedSince(p.LastWritable) {

@@ -18,11 +18,14 @@ import (
 // the per-instance server-id fragment in /etc/mysql/conf.d, which both official images read.
 const ConfigFileName = "mysqlctl.cnf"
 
-// ReplicaNetTimeout is how long a replica waits for data (or a heartbeat, sent every half of
+// ReplicaNetTimeout is how long a replica waits for data (or a heartbeat, sent four times in
 // it) before it reconnects: how fast replicas can corroborate that a silent primary is gone, and
-// how long stopping a receiver stuck connecting to a silent primary can take. A healthy primary
-// sends a heartbeat every second, so a replica never gives up on one that is merely idle.
-const ReplicaNetTimeout = 2 * time.Second
+// how long stopping a receiver stuck connecting to a silent primary can take (a receiver in its
+// connection handshake cannot be interrupted until that times out). A healthy primary sends a
+// heartbeat every quarter second, so a replica never gives up on one that is merely idle. One
+// second is the servers' minimum; both a frozen or partitioned primary's detection and its
+// receiver fence wait for it (BenchmarkWatchOutage/freeze and /cut).
+const ReplicaNetTimeout = time.Second
 
 // ReplicaHeartbeat is the heartbeat period every replica asks its source for (set with the
 // source, so it does not depend on the net timeout in force when replication was configured):
@@ -99,6 +102,11 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 		w("rpl_semi_sync_master_wait_point", "AFTER_SYNC")
 		w("rpl_semi_sync_master_wait_no_slave", "ON")
 		w("rpl_semi_sync_master_timeout", fmt.Sprint(timeoutMS))
+		// A semi-sync replica's STOP SLAVE first opens a connection to its source to end its
+		// binlog dump there, and returns only when that succeeds or times out: against a frozen
+		// or partitioned primary the receiver fence waited this (default 5; 2.0 s measured
+		// here). One second is its minimum (0 waits far longer). MariaDB only.
+		w("rpl_semi_sync_slave_kill_conn_timeout", "1")
 		// No init_rpl_role=SLAVE: its crash recovery rolls back what is only prepared in
 		// InnoDB, and with the binlog on that includes commits a client was told succeeded
 		// (InnoDB does not flush their commit record). A killed primary therefore keeps a

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,6 +97,15 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 
 // haRuns is how many switchovers or failovers one benchmark op measures (p50/p95 need ≥ 10).
 const haRuns = 10
+
+// haRounds is haRuns, or MYSQLCTL_HA_RUNS when set (fewer rounds to look at one run's detail
+// with MYSQLCTL_BENCH_VERBOSE, more for a tighter p95).
+func haRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("MYSQLCTL_HA_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return haRuns
+}
 
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)

@@ -61,7 +61,12 @@ func startWriterAt(ctx context.Context, cluster string, start int) (*writer, fun
 
 // startPacedWriter is startWriterAt with a pause after each acknowledged write.
 func startPacedWriter(ctx context.Context, cluster string, start int, pace time.Duration) (*writer, func()) {
-	w := &writer{start: start, pace: pace}
+	return startWriterWith(ctx, cluster, &writer{start: start, pace: pace})
+}
+
+// startWriterWith runs w (its start, pace and timeout set by the caller) through the cluster's
+// primary Service.
+func startWriterWith(ctx context.Context, cluster string, w *writer) (*writer, func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -74,6 +79,19 @@ func (w *writer) firstAckAfter(t time.Time) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ackAfter(t)
+}
+
+// firstAckElsewhere is the first write acknowledged at or after t by a server other than addr
+// (zero when none was).
+func (w *writer) firstAckElsewhere(t time.Time, addr string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, a := range w.ackTimes {
+		if !a.Before(t) && w.ackAddrs[i] != addr {
+			return a
+		}
+	}
+	return time.Time{}
 }
 
 func (w *writer) ackAfter(t time.Time) (time.Time, bool) {

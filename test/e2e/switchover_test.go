@@ -27,9 +27,12 @@ type writer struct {
 	start int
 	// pace is the pause after each acknowledged write (0: none), for tests whose new instances
 	// replay the whole history: an unpaced writer on loopback outruns a replica's applier.
-	pace  time.Duration
-	mu    sync.Mutex
-	acked []int
+	pace time.Duration
+	// timeout bounds each write (0: 2 s): a write to a silent server fails after it, and the
+	// next goes to whatever the primary Service then selects.
+	timeout time.Duration
+	mu      sync.Mutex
+	acked   []int
 	// ackTimes are when each acknowledged write returned, and ackAddrs the server address
 	// ("ip:port") that acknowledged it.
 	ackTimes []time.Time
@@ -62,7 +65,11 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			conn, _ = sql.Open("mysql", rig.DSN(addr, "app", password))
 			conn.SetMaxOpenConns(1)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		timeout := w.timeout
+		if timeout <= 0 {
+			timeout = 2 * time.Second
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
 		_, err := conn.ExecContext(wctx, "INSERT INTO app.w VALUES (?)", id)
 		cancel()
 		if err != nil && strings.Contains(err.Error(), "Duplicate entry") {
