@@ -155,6 +155,10 @@ func Judge(primary string, source Source, checks []Check, threshold int, members
 			// Stopped with no error: someone stopped it (maintenance STOP SLAVE); that says
 			// nothing about the primary.
 			ev = append(ev, m.Name+"'s receiver was stopped cleanly (no error): no evidence either way")
+		case answeredError(r.LastIOErrno):
+			// The primary itself sent that error (wrong password, too many connections, a
+			// purged binlog): it answered, and its receiver's trouble says nothing about a death.
+			ev = append(ev, fmt.Sprintf("%s's receiver is %s with an error the primary sent (%d: %s): no evidence of a death", m.Name, r.IOThread, r.LastIOErrno, strings.TrimSpace(r.LastIOError)))
 		default:
 			agree = append(agree, m.Name)
 			detail := strings.TrimSpace(r.LastIOError)
@@ -174,6 +178,13 @@ func Judge(primary string, source Source, checks []Check, threshold int, members
 		return Judgement{Verdict: Unreachable, Reason: fmt.Sprintf("the primary %s is unreachable and no replica can corroborate that it is dead", primary), Evidence: ev}
 	}
 	return Judgement{Verdict: Dead, Reason: fmt.Sprintf("the primary %s failed %d consecutive checks and every reachable replica (%s) lost it", primary, failed, strings.Join(agree, ", ")), Evidence: ev, Corroborated: true}
+}
+
+// answeredError reports whether a receiver's last error is one a server sent (a server error
+// code below 2000, other than the network errors 1152-1161 a receiver reports itself), rather than
+// a lost, refused or timed-out connection (the client errors from 2000 and the network ones).
+func answeredError(errno int) bool {
+	return errno > 0 && errno < 2000 && (errno < 1152 || errno > 1161)
 }
 
 // ElectInput is what Elect looks at.

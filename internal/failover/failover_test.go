@@ -421,6 +421,11 @@ func TestElectDrained(t *testing.T) {
 // replica to ask, keeps the full interval, and corroboration never lowers the threshold.
 func TestCorroboratedSilenceConfirmsFast(t *testing.T) {
 	silent := Check{PodUID: "u1", Detail: "i/o timeout"}
+	start := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	silentAt := func(d time.Duration) Check { c := silent; c.At = start.Add(d); return c }
+	refusedAt := func(d time.Duration) Check {
+		return Check{PodUID: "u1", Refused: true, Detail: "connection refused", At: start.Add(d)}
+	}
 	lost := []Member{mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting), mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadStopped)}
 	receiving := []Member{lost[0], mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)}
 	p := Policy{Threshold: 3, Interval: time.Second, Auto: true}
@@ -436,7 +441,13 @@ func TestCorroboratedSilenceConfirmsFast(t *testing.T) {
 		{"one replica still receives", []Check{silent}, receiving, time.Second, HASuspected},
 		{"no replica to ask", []Check{silent}, nil, time.Second, HASuspected},
 		{"two corroborated silences are still below the threshold", []Check{silent, silent}, lost, 125 * time.Millisecond, HASuspected},
-		{"the threshold declares it dead", []Check{silent, silent, silent}, lost, time.Second, HAFailoverRequired},
+		{"the threshold declares it dead", []Check{silentAt(0), silentAt(time.Second), silentAt(2 * time.Second)}, lost, time.Second, HAFailoverRequired},
+		// Fast re-checks reach the threshold before the primary has been silent for
+		// MinSilence (1.5 s here): a stall that short is never failed over.
+		{"three fast silences are too short a silence", []Check{silentAt(0), silentAt(625 * time.Millisecond), silentAt(1250 * time.Millisecond)}, lost, 125 * time.Millisecond, HASuspected},
+		{"the next check is timed to end at the minimum silence", []Check{silentAt(0), silentAt(300 * time.Millisecond), silentAt(600 * time.Millisecond)}, lost, 400 * time.Millisecond, HASuspected},
+		{"a silence as long as the minimum declares it dead", []Check{silentAt(0), silentAt(625 * time.Millisecond), silentAt(1250 * time.Millisecond), silentAt(1500 * time.Millisecond)}, lost, time.Second, HAFailoverRequired},
+		{"refusals are no silence: the count alone", []Check{refusedAt(0), refusedAt(125 * time.Millisecond), refusedAt(250 * time.Millisecond)}, lost, time.Second, HAFailoverRequired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := Judge("db-0", Source{Host: primaryIP}, tc.checks, 3, tc.members)
@@ -448,5 +459,24 @@ func TestCorroboratedSilenceConfirmsFast(t *testing.T) {
 				t.Errorf("failover %v after %d checks", a.Failover, len(tc.checks))
 			}
 		})
+	}
+}
+
+// TestAnsweredErrorsDoNotCorroborate: a receiver whose last error came from the primary itself
+// (a wrong password, too many connections) shows the primary answered; only lost, refused or
+// timed-out connections (and a receiver still connecting with no error) corroborate a death.
+func TestAnsweredErrorsDoNotCorroborate(t *testing.T) {
+	silent := []Check{{PodUID: "u1", Detail: "i/o timeout"}, {PodUID: "u1", Detail: "i/o timeout"}, {PodUID: "u1", Detail: "i/o timeout"}}
+	for _, tc := range []struct {
+		errno int
+		dead  bool
+	}{{0, true}, {2003, true}, {2013, true}, {1159, true}, {1045, false}, {1040, false}, {1236, false}} {
+		m1 := mariadb("db-1", 1001, "0-1000-10", "", topology.ThreadConnecting)
+		m2 := mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting)
+		m1.Snapshot.Replica.LastIOErrno, m2.Snapshot.Replica.LastIOErrno = tc.errno, tc.errno
+		j := Judge("db-0", Source{Host: primaryIP}, silent, 3, []Member{m1, m2})
+		if (j.Verdict == Dead) != tc.dead || j.Corroborated != tc.dead {
+			t.Errorf("receivers connecting with error %d: verdict %s corroborated %v, want dead %v (%s)", tc.errno, j.Verdict, j.Corroborated, tc.dead, j.Reason)
+		}
 	}
 }

@@ -29,6 +29,23 @@ type Policy struct {
 	LastWritable time.Time
 }
 
+// CheckTimeout is how long one check of the primary waits for an answer at a detection
+// interval: half of it, at least 100 ms.
+func CheckTimeout(interval time.Duration) time.Duration {
+	return max(interval/2, 100*time.Millisecond)
+}
+
+// MinSilence is the shortest silence of the primary that can fail it over: the failed checks
+// must end at least this far apart, (threshold-1) intervals less one check's timeout (1.5 s at
+// the defaults). A failed check that timed out began after the silence did, and the last one
+// began before it ended, so a primary silent for less than this (a stalled disk, a paused VM, a
+// network blip) is never failed over, however fast the re-checks that a corroborated silence
+// brings run. A refused connection, a pod gone or a restart proven is not a silence: it confirms
+// at the pace of its checks.
+func (p Policy) MinSilence() time.Duration {
+	return time.Duration(p.Threshold-1)*p.Interval - CheckTimeout(p.Interval)
+}
+
 // Assessment is the supervisor's decision after one check.
 type Assessment struct {
 	// State is the HA state to record.
@@ -76,6 +93,38 @@ func (c Check) restartedSince(t time.Time) bool {
 	return !t.IsZero() && c.UptimeKnown && !c.At.IsZero() && c.Uptime < c.At.Sub(t)
 }
 
+// restarted reports whether the last of the failed checks answers from a server process that
+// started after the primary was last seen writable at t: its uptime says so, or an earlier
+// failed check of the same pod found nothing listening (a connection refused) after t, so the
+// process that answers now is another one. The second proof needs no whole second of uptime to
+// pass, so a primary that restarts at once is failed over as fast as one that stays down.
+func restarted(checks []Check, failed int, t time.Time) bool {
+	last := checks[len(checks)-1]
+	if last.restartedSince(t) {
+		return true
+	}
+	if t.IsZero() {
+		return false
+	}
+	for _, c := range checks[len(checks)-failed : len(checks)-1] {
+		if c.Refused && c.At.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// silenceOnly reports whether the failed checks at the end of checks are silences alone: none of
+// them is a strong signal (strong), so MinSilence holds.
+func silenceOnly(checks []Check, failed int) bool {
+	for _, c := range checks[len(checks)-failed:] {
+		if c.strong() {
+			return false
+		}
+	}
+	return true
+}
+
 // Assess decides the HA state from the consecutive checks of the primary (oldest first) and the
 // judgement over them (Judge's, with the members' view), under the cluster's policy, at now.
 // It never fails over a primary that answers writable, one that any replica still receives
@@ -94,10 +143,19 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	}
 	last := checks[len(checks)-1]
 	next := p.Interval
+	fast := max(p.Interval/8, 50*time.Millisecond)
 	if (last.strong() || j.Corroborated) && failed < p.Threshold {
-		next = max(p.Interval/8, 50*time.Millisecond)
+		next = fast
 	}
-	if j.Verdict == ReadOnly && !last.restartedSince(p.LastWritable) {
+	if j.Verdict == Dead && failed >= p.Threshold && silenceOnly(checks, failed) {
+		if silent := last.At.Sub(checks[len(checks)-failed].At); silent < p.MinSilence() {
+			// Dead by count, but the failed checks came fast (a corroborated silence): not
+			// long enough yet to tell a death from a stall. The next check ends about when it is.
+			return Assessment{State: HASuspected, Reason: fmt.Sprintf("%s; silent for %s of the %s that fail it over", j.Reason, silent.Round(time.Millisecond), p.MinSilence()),
+				Next: max(fast, p.MinSilence()-silent-CheckTimeout(p.Interval))}
+		}
+	}
+	if j.Verdict == ReadOnly && !restarted(checks, failed, p.LastWritable) {
 		// Read-only without a restart since it was last seen writable (or never seen writable
 		// by this supervisor): someone made it read-only, or it was so before; a person decides.
 		return Assessment{State: HASuspected, Reason: fmt.Sprintf("the primary %s answers read-only but has not restarted since it was last seen writable (uptime %s): it was made read-only on purpose, or this supervisor never saw it writable; no automatic failover: run 'mysqlctl failover %s' if it must be replaced",

@@ -79,8 +79,8 @@ func RenderMyCnf(c *v1.MysqlCluster) (string, error) {
 		w("loose_create_admin_listener_thread", "ON")
 	}
 	// Replicas must notice a frozen or partitioned primary quickly: detection asks them to
-	// agree that the primary is gone before it is declared dead. The heartbeat defaults to
-	// half of this.
+	// agree that the primary is gone before it is declared dead. The heartbeat asked for is a
+	// quarter of this (ReplicaHeartbeat).
 	netTimeout := fmt.Sprint(int(ReplicaNetTimeout.Seconds()))
 	switch flavor {
 	case v1.FlavorMariaDB:

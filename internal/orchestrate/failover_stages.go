@@ -254,17 +254,6 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 		if err != nil {
 			return "", nil, err
 		}
-		if cs.Replica != nil && cs.Replica.IOThread == topology.ThreadConnecting {
-			// Its receiver lost the old primary when it died and waits out its connect retry
-			// (a second) before trying again; the old primary answers now (it was just fenced
-			// over SQL), so it reconnects at once and fetches what it lacks.
-			if err := in.StopIOThread(ctx); err != nil {
-				return "", nil, err
-			}
-			if err := in.StartIOThread(ctx); err != nil {
-				return "", nil, err
-			}
-		}
 		if cs.Replica != nil && cs.Replica.IOThread != topology.ThreadStopped {
 			if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
 				return "", nil, err

@@ -560,7 +560,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 	}
 	checkStart := time.Now()
-	ch, snap, refused := obs.checkPrimarySnapshot(ctx, v, creds, max(interval/2, 100*time.Millisecond))
+	ch, snap, refused := obs.checkPrimarySnapshot(ctx, v, creds, failover.CheckTimeout(interval))
 	if refused != nil {
 		return interval, w.cannotCheck(ctx, c, ch, refused)
 	}
