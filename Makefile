@@ -28,7 +28,7 @@ install: build ## Install mysqlctl, kubectl-mysql and kubectl completion into $(
 	install -m 0755 $(BIN)/mysqlctl $(BIN)/kubectl-mysql hack/kubectl_complete-mysql $(PREFIX)/bin/
 
 .PHONY: dist
-dist: ## Cross-build dist/: linux+darwin amd64+arm64 archives, checksums.txt, krew manifest mysql.yaml (then checked)
+dist: ## Cross-build dist/: linux+darwin amd64+arm64 archives, checksums.txt, krew manifest mysql.yaml (then checked by krew's own validator and installer)
 	VERSION="$(VERSION)" DIST_LDFLAGS="$(LDFLAGS)" GO="$(GO)" \
 	DIST_DIR=dist DIST_PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64" hack/dist.sh
 

@@ -6,7 +6,8 @@
 #   DIST_DIR/checksums.txt                          sha256sum format, one line per archive
 #   DIST_DIR/mysql.yaml                             plugins/mysql.yaml rendered for these archives
 #
-# then checks the result with hack/krewcheck. Nothing is fetched from the network.
+# then checks the result with krew's own validator and installer (hack/krewcheck/check.sh: no
+# network, but the first run builds krew from the Go module proxy and caches it).
 #
 # Environment (all optional):
 #   DIST_PLATFORMS  space-separated os/arch list (default: linux/amd64 linux/arm64 darwin/amd64
@@ -16,7 +17,7 @@
 #   VERSION COMMIT DATE DIST_LDFLAGS   as the Makefile's VERSION, COMMIT, DATE and LDFLAGS
 #   DIST_HOMEPAGE   the manifest's homepage (default: https://github.com/mysqlctl/mysqlctl)
 #   DIST_URL_BASE   where the archives are published (default: $DIST_HOMEPAGE/releases/download/$VERSION)
-#   GO              the go command (default: go)
+#   GO              the go command that builds the binaries (default: go)
 #
 # Archives are reproducible for the same binaries: sorted entries, mtime 0, owner 0:0, fixed
 # modes, gzip without name or time. The binaries embed DATE: pin it (make dist DATE=…) for
@@ -44,7 +45,7 @@ die() { echo "dist: $*" >&2; exit 1; }
 
 # krew wants a semantic version with a leading v: a tag such as v1.2.3 (or git describe's
 # v1.2.3-4-gabcdef) is one already; anything else (a bare commit from --always) becomes
-# v0.0.0-dev-<version>. hack/krewcheck applies the same rule.
+# v0.0.0-dev-<version> (krew's validator then checks that it parses).
 semver='^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(\.(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$'
 if [[ $VERSION =~ $semver ]]; then
   KREW_VERSION=$VERSION
@@ -139,5 +140,5 @@ if left=$(grep -o '@[A-Za-z0-9_]*@' "$DIST_DIR/mysql.yaml"); then
   die "placeholders left in $DIST_DIR/mysql.yaml: $(echo "$left" | sort -u | tr '\n' ' ')"
 fi
 
-"$GO" run ./hack/krewcheck -dist "$DIST_DIR" -version "$VERSION" -platforms "$DIST_PLATFORMS"
+hack/krewcheck/check.sh "$DIST_DIR"
 ls -l "$DIST_DIR"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -154,7 +155,14 @@ func TestSuggestedCommandLinesParse(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
 	root := NewCmdRoot(newFactory(ios, "mysqlctl", func(string) string { return "" }))
 	found := map[string][]suggested{}
-	docs, err := filepath.Glob("../../docs/*.md")
+	// Every page of the manual, docs/reference/ and any other subdirectory included.
+	var docs []string
+	err := filepath.WalkDir("../../docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

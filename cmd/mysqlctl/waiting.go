@@ -13,11 +13,11 @@ import (
 
 // Every long command (one that carries out an operation, which can take minutes) waits the same
 // way: the same --wait and --timeout, with the same help text, the same exit code 3 when the
-// timeout passes, and one description of it all, in the README's "Dry runs and waiting", which
+// timeout passes, and one description of it all, in docs/operations.md, "Dry runs and waiting", which
 // each one's help names. The flags are added here only, so they cannot drift apart.
 
 // waitingSeeAlso ends the long help of every long command.
-const waitingSeeAlso = `Waiting: --wait and --timeout work as for every long command (README, "Dry runs and waiting").`
+const waitingSeeAlso = `Waiting: --wait and --timeout work as for every long command (docs/operations.md, "Dry runs and waiting").`
 
 // waitUsage is --wait on a command whose operation can be handed to a supervising watch.
 const waitUsage = "Wait for the outcome and exit with it (progress on stderr). --wait=false hands the operation to the " +

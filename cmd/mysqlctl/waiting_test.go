@@ -43,11 +43,14 @@ func TestLongCommandsWaitAlike(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
 	root := NewCmdRoot(newFactory(ios, "mysqlctl", func(string) string { return "" }))
 	long := map[string]bool{}
-	readme, err := os.ReadFile("../../README.md")
+	manual, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "## Dry runs and waiting")
+	_, section, ok := strings.Cut(string(manual), "## Dry runs and waiting")
+	if !ok {
+		t.Fatal(`docs/operations.md has no "## Dry runs and waiting" section`)
+	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	for _, lc := range longCommands {
 		name := lc.args[0]
@@ -75,7 +78,7 @@ func TestLongCommandsWaitAlike(t *testing.T) {
 			t.Errorf("%s: its help does not end with the pointer to how waiting works:\n%s", name, cmd.Long)
 		}
 		if !strings.Contains(section, "`"+name+"`") {
-			t.Errorf("README \"Dry runs and waiting\" does not name `%s`", name)
+			t.Errorf("docs/operations.md \"Dry runs and waiting\" does not name `%s`", name)
 		}
 	}
 	var walk func(c *cobra.Command)
