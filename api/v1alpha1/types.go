@@ -64,9 +64,10 @@ type MysqlClusterList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.semiSync) || !has(self.semiSync.enabled) || !self.semiSync.enabled || self.replicas == 1 || self.semiSync.waitForReplicas < self.replicas",message="semiSync.waitForReplicas must be less than replicas (the primary cannot acknowledge its own writes)"
 type MysqlClusterSpec struct {
 	// Server container image, for example mysql:8.4 or mariadb:11.4 (MySQL 5.7, 8.0 or 8.4, MariaDB
-	// 10.11 or later); `mysqlctl create --image` sets it, default mysql:8.4. Changing it later only
-	// updates the StatefulSet's pod template: running pods are not restarted onto it (rolling
-	// upgrades are not implemented yet).
+	// 10.11 or later); `mysqlctl create --image` sets it, default mysql:8.4. Change it with
+	// `mysqlctl upgrade NAME --image IMAGE` (or `apply -f`, which starts the same upgrade): the
+	// version rules are checked first, then pods restart one at a time, replicas first and the
+	// primary last after its role is handed over. No pod restarts onto a new image by itself.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]+)?)/)?[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",message="image must be a valid image reference such as mysql:8.4, mariadb:11.4 or registry.example.com/db/mysql@sha256:<64 hex digits>"
@@ -81,10 +82,11 @@ type MysqlClusterSpec struct {
 	Flavor Flavor `json:"flavor,omitempty"`
 
 	// Number of instances (pods), primary included: 1 to 64, default 3 (`create --replicas`).
-	// Change it with `mysqlctl apply -f`: new pods join as replicas with `apply --wait`,
-	// `reconcile` or a running `watch`, and removed pods keep their volumes. A count that would
-	// remove the current primary's pod is refused (exit code 4): switch over to a lower ordinal
-	// first.
+	// Change it with `mysqlctl scale NAME --replicas N` (or `apply -f`, which starts the same
+	// scale): one instance at a time, a new one seeded (by replay or by copy) and joined as a
+	// replica, a removed one detached first and its volume kept unless `scale --delete-data`. A
+	// count that would remove the current primary's pod is refused (exit code 4): switch over to a
+	// lower ordinal first.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
@@ -136,7 +138,7 @@ type MysqlClusterSpec struct {
 	// Extra my.cnf options for the [mysqld] section, as option: "value" (for example
 	// max_connections: "500"), at most 64. Options mysqlctl manages for replication and failover
 	// safety (server_id, gtid_mode, log_bin, read_only, sync_binlog, rpl_semi_sync_* and the like)
-	// are refused. They are rendered into the NAME-config ConfigMap by `create`, `apply` and
+	// are refused. They are rendered into the NAME-config-HASH ConfigMap by `create`, `apply` and
 	// `reconcile`, and a server reads them only when its pod is next created: mysqlctl restarts
 	// nothing.
 	// +optional

@@ -16,6 +16,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // ApplyOptions holds the apply command's flags.
@@ -103,7 +104,7 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	f, cluster := o.create.f, o.create.Cluster
-	if _, err := orchestrate.RenderMyCnf(cluster); err != nil {
+	if _, err := specs.RenderMyCnf(cluster); err != nil {
 		return err
 	}
 	c, err := f.Client()
@@ -120,7 +121,7 @@ func (o *ApplyOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(out, "mysqlcluster.mysqlctl.io/%s %s\n", cluster.Name, res.Cluster)
 	}
 	if res.SecretCreated {
-		fmt.Fprintf(out, "secret/%s created (random passwords)\n", orchestrate.SecretName(cluster))
+		fmt.Fprintf(out, "secret/%s created (random passwords)\n", specs.SecretName(cluster))
 	}
 	for _, a := range res.Derived {
 		if a.Result != orchestrate.Unchanged {
@@ -253,7 +254,7 @@ func (o *ApplyOptions) scaleIfPending(ctx context.Context, c client.Client) erro
 // podTemplate is the pod template of the cluster's StatefulSet (nil when it does not exist).
 func podTemplate(ctx context.Context, c client.Client, cluster *v1.MysqlCluster) (*corev1.PodTemplateSpec, error) {
 	sts := &appsv1.StatefulSet{}
-	key := client.ObjectKey{Namespace: cluster.Namespace, Name: orchestrate.StatefulSetName(cluster)}
+	key := client.ObjectKey{Namespace: cluster.Namespace, Name: specs.StatefulSetName(cluster)}
 	if err := c.Get(ctx, key, sts); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // CreateOptions holds the create command's flags.
@@ -337,7 +338,7 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	}
 	ios, cluster := o.f.IOStreams, o.Cluster
 	// Problems mysqlctl itself would refuse later are reported before anything exists.
-	if _, err := orchestrate.RenderMyCnf(cluster); err != nil {
+	if _, err := specs.RenderMyCnf(cluster); err != nil {
 		return err
 	}
 	if o.DryRun == cmdutil.DryRunClient {
@@ -377,7 +378,7 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 		// a Secret generated here goes too, as no data was ever written with it.
 		_ = c.Delete(context.WithoutCancel(ctx), cluster)
 		if secretCreated {
-			s, _ := orchestrate.BuildSecret(cluster)
+			s, _ := specs.BuildSecret(cluster)
 			_ = c.Delete(context.WithoutCancel(ctx), s)
 		}
 		retErr = fmt.Errorf("%w (the partly created cluster was removed again)", retErr)
@@ -386,13 +387,13 @@ func (o *CreateOptions) Run(ctx context.Context) (retErr error) {
 	if err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
-	applied, err := orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.Convergence{})
+	applied, err := orchestrate.ApplyDerived(ctx, c, cluster, specs.Convergence{})
 	if err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
 	fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s created\n", cluster.Name)
 	if secretCreated {
-		fmt.Fprintf(ios.Out, "secret/%s created (random passwords)\n", orchestrate.SecretName(cluster))
+		fmt.Fprintf(ios.Out, "secret/%s created (random passwords)\n", specs.SecretName(cluster))
 	}
 	for _, a := range applied {
 		fmt.Fprintln(ios.Out, a)
@@ -413,11 +414,11 @@ func (o *CreateOptions) bootstrap(ctx context.Context) error {
 
 // printDryRun prints the cluster and every derived object; the Secret's values are never shown.
 func (o *CreateOptions) printDryRun() error {
-	objs, err := orchestrate.DerivedObjects(o.Cluster, orchestrate.Convergence{})
+	objs, err := orchestrate.DerivedObjects(o.Cluster, specs.Convergence{})
 	if err != nil {
 		return err
 	}
-	secret, err := orchestrate.BuildSecret(o.Cluster)
+	secret, err := specs.BuildSecret(o.Cluster)
 	if err != nil {
 		return err
 	}
@@ -456,7 +457,7 @@ func (o *CreateOptions) serverDryRun(ctx context.Context, c client.Client) error
 	cluster.SetGroupVersionKind(v1.GroupVersion.WithKind("MysqlCluster"))
 	printed := []client.Object{cluster}
 	if existing == nil {
-		secret, err := orchestrate.BuildSecret(cluster)
+		secret, err := specs.BuildSecret(cluster)
 		if err != nil {
 			return err
 		}
@@ -467,7 +468,7 @@ func (o *CreateOptions) serverDryRun(ctx context.Context, c client.Client) error
 		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 		printed = append(printed, secret)
 	}
-	objs, err := orchestrate.DerivedObjects(cluster, orchestrate.Convergence{})
+	objs, err := orchestrate.DerivedObjects(cluster, specs.Convergence{})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // DeleteOptions holds the delete command's flags.
@@ -90,7 +90,7 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := c.List(ctx, pvcs, client.InNamespace(ns), client.MatchingLabels(orchestrate.SelectorLabels(cluster))); err != nil {
+	if err := c.List(ctx, pvcs, client.InNamespace(ns), client.MatchingLabels(specs.SelectorLabels(cluster))); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
 	for i := range pvcs.Items {
@@ -100,13 +100,13 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(ios.Out, "persistentvolumeclaim/%s deleted\n", pvcs.Items[i].Name)
 	}
 	secret := &corev1.Secret{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: orchestrate.SecretName(cluster)}, secret); {
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: specs.SecretName(cluster)}, secret); {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return cmdutil.ExplainAPIError(err)
 	}
-	if secret.Labels[orchestrate.LabelManagedBy] != orchestrate.FieldOwner {
+	if secret.Labels[specs.LabelManagedBy] != specs.FieldOwner {
 		// A Secret the user brought is theirs to delete.
 		fmt.Fprintf(ios.Out, "secret/%s kept (not created by mysqlctl)\n", secret.Name)
 		return nil

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestPortForwardForbiddenExitCode: a user granted everything mysqlctl needs but create on
@@ -32,7 +33,7 @@ func TestPortForwardForbiddenExitCode(t *testing.T) {
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := orchestrate.BuildSecret(cluster)
+	secret, err := specs.BuildSecret(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +42,8 @@ func TestPortForwardForbiddenExitCode(t *testing.T) {
 	}
 	for ord := range 3 {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, ord), Namespace: "default", Labels: orchestrate.SelectorLabels(cluster)},
-			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: orchestrate.ContainerName, Image: cluster.Spec.Image}}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, ord), Namespace: "default", Labels: specs.SelectorLabels(cluster)},
+			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: specs.ContainerName, Image: cluster.Spec.Image}}},
 		}
 		if err := c.Create(ctx, pod); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // ReconcileOptions holds the reconcile command's flags.
@@ -86,7 +87,7 @@ func (o *ReconcileOptions) Run(ctx context.Context) error {
 	if cluster.Status.Operation == nil && cluster.Status.Scale == nil {
 		// While an operation or a scale is recorded its stages own the derived objects (a
 		// StatefulSet applied from this read could undo a scale's step): nothing is applied.
-		if applied, err = orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.ConvergenceFromStatus(cluster, true)); err != nil {
+		if applied, err = orchestrate.ApplyDerived(ctx, c, cluster, specs.ConvergenceFromStatus(cluster, true)); err != nil {
 			return cmdutil.ExplainAPIError(err)
 		}
 	}

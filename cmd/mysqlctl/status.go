@@ -17,6 +17,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // StatusOptions holds the status command's flags.
@@ -93,7 +94,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return cmdutil.PrintStructured(ios.Out, o.Output, statusDocument{MysqlCluster: cluster, Supervision: judged})
 	}
 	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(orchestrate.SelectorLabels(cluster))); err != nil {
+	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(specs.SelectorLabels(cluster))); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
 	byName := map[string]*corev1.Pod{}
@@ -120,8 +121,8 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		in := recorded[name]
 		role := string(in.Role)
 		p := byName[name]
-		if p != nil && p.Labels[orchestrate.LabelRole] != "" {
-			role = p.Labels[orchestrate.LabelRole]
+		if p != nil && p.Labels[specs.LabelRole] != "" {
+			role = p.Labels[specs.LabelRole]
 		}
 		lag := "-"
 		if in.LagSeconds != nil {

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // The times of the status fixture: the watch that judged the cluster stopped renewing its
@@ -73,8 +74,8 @@ func statusFixture(t *testing.T, name string) {
 	}
 	for i, ready := range []bool{true, true, false} {
 		name := cluster.Name + "-" + string(rune('0'+i))
-		labels := orchestrate.SelectorLabels(cluster)
-		labels[orchestrate.LabelRole] = map[bool]string{true: "primary", false: "replica"}[i == 0]
+		labels := specs.SelectorLabels(cluster)
+		labels[specs.LabelRole] = map[bool]string{true: "primary", false: "replica"}[i == 0]
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mysql", Image: "mariadb:10.11"}}},

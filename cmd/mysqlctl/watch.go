@@ -22,6 +22,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/metrics"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 )
 
 // WatchOptions holds the watch command's flags.
@@ -239,12 +240,12 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 			rec.Cluster(c)
 		}
 	}
-	cache, err := watchCache(ictx, cfg, ns)
+	cache, err := supervisor.Cache(ictx, cfg, cmdutil.Scheme(), ns)
 	if err != nil {
-		return err
+		return cmdutil.ExplainAPIError(err)
 	}
 	sup.Cache = cache
-	if err := wakeOnChanges(ictx, cache, sup, onCluster); err != nil {
+	if err := supervisor.WakeOnChanges(ictx, cache, sup, onCluster); err != nil {
 		return err
 	}
 	if rec != nil {
@@ -272,10 +273,10 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 	}
 	lease := o.LeaderLease
 	if lease == "" {
-		lease = leaderLeaseName(o.AllNamespaces, ns, o.Name, o.Selector)
+		lease = supervisor.LeaderLeaseName(o.AllNamespaces, ns, o.Name, o.Selector)
 	}
-	le := leaderElection{Namespace: leaderNS, Name: lease, Identity: sup.Runner.Holder, SetLeader: setLeader, Report: report}
-	return le.run(ctx, cfg,
+	le := supervisor.LeaderElection{Namespace: leaderNS, Name: lease, Identity: sup.Runner.Holder, SetLeader: setLeader, Report: report}
+	return le.Run(ctx, cfg,
 		func(lctx context.Context) { _ = superviseAll(lctx, c, sup, ns, o.Name, sel, report) },
 		func(sctx context.Context) {
 			// Standing by: observe the Leases of every cluster in scope (the observations run

@@ -32,6 +32,10 @@ type Check struct {
 	// semi-sync: which server process was checked alive is evidence for the tail proof.
 	Uptime      time.Duration
 	UptimeKnown bool
+	// UptimeAt is when the uptime was asked for, before the server read its clock (zero: At).
+	// The server counts whole seconds, so its process started before UptimeAt-Uptime and after
+	// UptimeAt-Uptime-1s.
+	UptimeAt time.Time
 	// At is when the check ended.
 	At time.Time
 	// Detail says why the check failed (already free of secrets).

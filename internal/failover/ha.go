@@ -87,10 +87,15 @@ func (c Check) strong() bool {
 	return c.Refused || c.PodState != "" || c.Reachable && !c.Writable && c.UptimeKnown
 }
 
-// restartedSince reports whether the server checked in c started after t: its uptime is
-// shorter than the time since t.
+// restartedSince reports whether the server checked in c provably started after t: its uptime,
+// plus the second the server's whole-second count may leave out, is at most the time from t to
+// when the uptime was asked for.
 func (c Check) restartedSince(t time.Time) bool {
-	return !t.IsZero() && c.UptimeKnown && !c.At.IsZero() && c.Uptime < c.At.Sub(t)
+	at := c.UptimeAt
+	if at.IsZero() {
+		at = c.At
+	}
+	return !t.IsZero() && c.UptimeKnown && !at.IsZero() && c.Uptime+time.Second <= at.Sub(t)
 }
 
 // restarted reports whether the last of the failed checks answers from a server process that

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -25,13 +26,6 @@ import (
 //
 // On MySQL, SUPER and CONNECTION_ADMIN bypass read_only but not super_read_only, which the
 // MySQL fence sets (and the generated my.cnf sets at start), so nothing is stripped there.
-
-// Default names of the application accounts, used when the credentials Secret does not name
-// them (SecretAppUser, SecretAppReadOnlyUser).
-const (
-	DefaultAppUser         = "app"
-	DefaultAppReadOnlyUser = "app_ro"
-)
 
 // RootUser is the administrative account the images create from their root password.
 const RootUser = "root"
@@ -65,7 +59,7 @@ func AccountCredentialsFromSecret(s *corev1.Secret) (AccountCredentials, error) 
 	if s == nil {
 		return AccountCredentials{}, errors.New("no credentials Secret")
 	}
-	if missing := MissingSecretKeys(s); len(missing) > 0 {
+	if missing := specs.MissingSecretKeys(s); len(missing) > 0 {
 		return AccountCredentials{}, fmt.Errorf("%w: Secret %s/%s lacks the key(s) %s",
 			ErrSecretIncomplete, s.Namespace, s.Name, strings.Join(quoteAll(missing), ", "))
 	}
@@ -76,12 +70,12 @@ func AccountCredentialsFromSecret(s *corev1.Secret) (AccountCredentials, error) 
 		return def
 	}
 	return AccountCredentials{
-		Replication:         topology.Secret(s.Data[SecretReplicationPassword]),
-		Orchestration:       topology.Secret(s.Data[SecretOrchestrationPassword]),
-		AppUser:             name(SecretAppUser, DefaultAppUser),
-		AppPassword:         topology.Secret(s.Data[SecretAppPassword]),
-		AppReadOnlyUser:     name(SecretAppReadOnlyUser, DefaultAppReadOnlyUser),
-		AppReadOnlyPassword: topology.Secret(s.Data[SecretAppReadOnlyPassword]),
+		Replication:         topology.Secret(s.Data[specs.SecretReplicationPassword]),
+		Orchestration:       topology.Secret(s.Data[specs.SecretOrchestrationPassword]),
+		AppUser:             name(specs.SecretAppUser, specs.DefaultAppUser),
+		AppPassword:         topology.Secret(s.Data[specs.SecretAppPassword]),
+		AppReadOnlyUser:     name(specs.SecretAppReadOnlyUser, specs.DefaultAppReadOnlyUser),
+		AppReadOnlyPassword: topology.Secret(s.Data[specs.SecretAppReadOnlyPassword]),
 	}, nil
 }
 
@@ -90,10 +84,10 @@ func AccountCredentialsFromSecret(s *corev1.Secret) (AccountCredentials, error) 
 func (c AccountCredentials) MissingApp() []string {
 	var out []string
 	if c.AppPassword == "" {
-		out = append(out, SecretAppPassword)
+		out = append(out, specs.SecretAppPassword)
 	}
 	if c.AppReadOnlyPassword == "" {
-		out = append(out, SecretAppReadOnlyPassword)
+		out = append(out, specs.SecretAppReadOnlyPassword)
 	}
 	return out
 }
@@ -116,9 +110,9 @@ func (c AccountCredentials) MissingApp() []string {
 func BootstrapAccounts(c AccountCredentials) ([]topology.UserSpec, error) {
 	if c.Replication == "" || c.Orchestration == "" {
 		return nil, fmt.Errorf("%w: the replication and orchestration passwords (%s, %s) are required",
-			ErrSecretIncomplete, SecretReplicationPassword, SecretOrchestrationPassword)
+			ErrSecretIncomplete, specs.SecretReplicationPassword, specs.SecretOrchestrationPassword)
 	}
-	specs := []topology.UserSpec{
+	users := []topology.UserSpec{
 		{User: ReplicationUser, Password: c.Replication, Role: topology.RoleReplication},
 		{User: OrchestrationUser, Password: c.Orchestration, Role: topology.RoleOrchestration},
 	}
@@ -127,8 +121,8 @@ func BootstrapAccounts(c AccountCredentials) ([]topology.UserSpec, error) {
 		password  topology.Secret
 		role      topology.UserRole
 	}{
-		{c.AppUser, SecretAppUser, c.AppPassword, topology.RoleAppWriter},
-		{c.AppReadOnlyUser, SecretAppReadOnlyUser, c.AppReadOnlyPassword, topology.RoleAppReader},
+		{c.AppUser, specs.SecretAppUser, c.AppPassword, topology.RoleAppWriter},
+		{c.AppReadOnlyUser, specs.SecretAppReadOnlyUser, c.AppReadOnlyPassword, topology.RoleAppReader},
 	} {
 		if app.password == "" {
 			continue
@@ -136,17 +130,17 @@ func BootstrapAccounts(c AccountCredentials) ([]topology.UserSpec, error) {
 		if err := topology.ValidateAccountName(app.user); err != nil {
 			return nil, fmt.Errorf("Secret key %s: %w", app.key, err)
 		}
-		specs = append(specs, topology.UserSpec{User: app.user, Password: app.password, Role: app.role})
+		users = append(users, topology.UserSpec{User: app.user, Password: app.password, Role: app.role})
 	}
 	seen := map[string]bool{RootUser: true}
-	for _, s := range specs {
+	for _, s := range users {
 		if seen[s.User] {
 			return nil, fmt.Errorf("account name %q is used twice or is reserved (%s, %s, %s are mysqlctl's)",
 				s.User, RootUser, ReplicationUser, OrchestrationUser)
 		}
 		seen[s.User] = true
 	}
-	return specs, nil
+	return users, nil
 }
 
 // RootReadOnlyAdminStrip returns the statements that take READ ONLY ADMIN away from root's

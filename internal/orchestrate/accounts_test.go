@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -25,15 +27,15 @@ func dialectOf(t *testing.T, version, comment string) topology.Dialect {
 }
 
 func TestSecretAppAccountKeys(t *testing.T) {
-	s, err := BuildSecret(testCluster())
+	s, err := specs.BuildSecret(testenv.Cluster())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(s.Data[SecretAppUser]) != DefaultAppUser || string(s.Data[SecretAppReadOnlyUser]) != DefaultAppReadOnlyUser {
-		t.Errorf("application user names %q %q", s.Data[SecretAppUser], s.Data[SecretAppReadOnlyUser])
+	if string(s.Data[specs.SecretAppUser]) != specs.DefaultAppUser || string(s.Data[specs.SecretAppReadOnlyUser]) != specs.DefaultAppReadOnlyUser {
+		t.Errorf("application user names %q %q", s.Data[specs.SecretAppUser], s.Data[specs.SecretAppReadOnlyUser])
 	}
 	seen := map[string]bool{}
-	for _, k := range append(append([]string(nil), SecretKeys...), AppSecretKeys...) {
+	for _, k := range append(append([]string(nil), specs.SecretKeys...), specs.AppSecretKeys...) {
 		v := string(s.Data[k])
 		if len(v) != 32 || seen[v] {
 			t.Errorf("%s: want 32 random characters, unlike every other key", k)
@@ -42,10 +44,10 @@ func TestSecretAppAccountKeys(t *testing.T) {
 	}
 	// A Secret made before application accounts existed is still complete.
 	old := &corev1.Secret{Data: map[string][]byte{}}
-	for _, k := range SecretKeys {
+	for _, k := range specs.SecretKeys {
 		old.Data[k] = s.Data[k]
 	}
-	if m := MissingSecretKeys(old); len(m) != 0 {
+	if m := specs.MissingSecretKeys(old); len(m) != 0 {
 		t.Errorf("an existing Secret without application keys is refused: %v", m)
 	}
 	c, err := AccountCredentialsFromSecret(old)
@@ -55,35 +57,35 @@ func TestSecretAppAccountKeys(t *testing.T) {
 	if got := strings.Join(c.MissingApp(), ","); got != "app-password,app-readonly-password" {
 		t.Errorf("MissingApp = %s", got)
 	}
-	specs, err := BootstrapAccounts(c)
-	if err != nil || len(specs) != 2 {
-		t.Fatalf("without application passwords: %v %v", specs, err)
+	users, err := BootstrapAccounts(c)
+	if err != nil || len(users) != 2 {
+		t.Fatalf("without application passwords: %v %v", users, err)
 	}
 }
 
 func TestAccountCredentialsFromSecret(t *testing.T) {
-	s, _ := BuildSecret(testCluster())
+	s, _ := specs.BuildSecret(testenv.Cluster())
 	c, err := AccountCredentialsFromSecret(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AppUser != "app" || c.AppReadOnlyUser != "app_ro" || string(c.AppPassword) != string(s.Data[SecretAppPassword]) ||
-		string(c.Orchestration) != string(s.Data[SecretOrchestrationPassword]) || len(c.MissingApp()) != 0 {
+	if c.AppUser != "app" || c.AppReadOnlyUser != "app_ro" || string(c.AppPassword) != string(s.Data[specs.SecretAppPassword]) ||
+		string(c.Orchestration) != string(s.Data[specs.SecretOrchestrationPassword]) || len(c.MissingApp()) != 0 {
 		t.Errorf("credentials %+v", c)
 	}
 	// Passwords never print.
-	if out := fmt.Sprintf("%v %+v %#v", c, c, c); strings.Contains(out, string(s.Data[SecretAppPassword])) ||
-		strings.Contains(out, string(s.Data[SecretReplicationPassword])) {
+	if out := fmt.Sprintf("%v %+v %#v", c, c, c); strings.Contains(out, string(s.Data[specs.SecretAppPassword])) ||
+		strings.Contains(out, string(s.Data[specs.SecretReplicationPassword])) {
 		t.Errorf("credentials print a password: %s", out)
 	}
 	// The Secret may name the application accounts.
-	s.Data[SecretAppUser], s.Data[SecretAppReadOnlyUser] = []byte("orders"), []byte(" orders_ro\n")
+	s.Data[specs.SecretAppUser], s.Data[specs.SecretAppReadOnlyUser] = []byte("orders"), []byte(" orders_ro\n")
 	if c, _ = AccountCredentialsFromSecret(s); c.AppUser != "orders" || c.AppReadOnlyUser != "orders_ro" {
 		t.Errorf("named accounts %q %q", c.AppUser, c.AppReadOnlyUser)
 	}
-	delete(s.Data, SecretOrchestrationPassword)
+	delete(s.Data, specs.SecretOrchestrationPassword)
 	_, err = AccountCredentialsFromSecret(s)
-	if !errors.Is(err, ErrSecretIncomplete) || !strings.Contains(err.Error(), SecretOrchestrationPassword) {
+	if !errors.Is(err, ErrSecretIncomplete) || !strings.Contains(err.Error(), specs.SecretOrchestrationPassword) {
 		t.Errorf("incomplete Secret: %v", err)
 	}
 	if _, err := AccountCredentialsFromSecret(nil); err == nil {
@@ -92,9 +94,9 @@ func TestAccountCredentialsFromSecret(t *testing.T) {
 }
 
 func TestBootstrapAccounts(t *testing.T) {
-	s, _ := BuildSecret(testCluster())
+	s, _ := specs.BuildSecret(testenv.Cluster())
 	c, _ := AccountCredentialsFromSecret(s)
-	specs, err := BootstrapAccounts(c)
+	users, err := BootstrapAccounts(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,15 +106,15 @@ func TestBootstrapAccounts(t *testing.T) {
 	}{
 		{ReplicationUser, topology.RoleReplication},
 		{OrchestrationUser, topology.RoleOrchestration},
-		{DefaultAppUser, topology.RoleAppWriter},
-		{DefaultAppReadOnlyUser, topology.RoleAppReader},
+		{specs.DefaultAppUser, topology.RoleAppWriter},
+		{specs.DefaultAppReadOnlyUser, topology.RoleAppReader},
 	}
-	if len(specs) != len(want) {
-		t.Fatalf("specs %+v", specs)
+	if len(users) != len(want) {
+		t.Fatalf("users %+v", users)
 	}
 	for i, w := range want {
-		if specs[i].User != w.user || specs[i].Role != w.role || specs[i].Password == "" || specs[i].Host != "" {
-			t.Errorf("spec %d = %s role %d, want %s role %d", i, specs[i].User, specs[i].Role, w.user, w.role)
+		if users[i].User != w.user || users[i].Role != w.role || users[i].Password == "" || users[i].Host != "" {
+			t.Errorf("spec %d = %s role %d, want %s role %d", i, users[i].User, users[i].Role, w.user, w.role)
 		}
 	}
 
@@ -122,7 +124,7 @@ func TestBootstrapAccounts(t *testing.T) {
 	// the writer gets DML and DDL on every schema but the system schemas,
 	// the reader SELECT.
 	for _, d := range []topology.Dialect{dialectOf(t, "10.11.6-MariaDB", ""), dialectOf(t, "8.4.3", "MySQL"), dialectOf(t, "5.7.44", "MySQL")} {
-		for _, spec := range specs {
+		for _, spec := range users {
 			stmts, err := d.EnsureUser(spec)
 			if err != nil {
 				t.Fatalf("%s %s: %v", d.Flavor(), spec.User, err)

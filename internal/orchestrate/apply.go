@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // AnnotationDesiredHash records, on every object mysqlctl applies, a hash of what it applied.
@@ -55,7 +57,7 @@ func Apply(ctx context.Context, c ApplyClient, obj client.Object) (ApplyResult, 
 	if r == Created {
 		verb = "create"
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		return "", fmt.Errorf("%s %s %s: %w", verb, desired.GetKind(), desired.GetName(), err)
 	}
 	return r, nil
@@ -213,7 +215,7 @@ func DryRunApply(ctx context.Context, c client.Writer, obj client.Object) (*unst
 		return nil, err
 	}
 	//nolint:staticcheck // a Patch (unlike Apply) returns the object the server built.
-	if err := c.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership, client.DryRunAll); err != nil {
+	if err := c.Patch(ctx, desired, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership, client.DryRunAll); err != nil {
 		return nil, fmt.Errorf("apply %s %s (dry run): %w", desired.GetKind(), desired.GetName(), err)
 	}
 	return desired, nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
 )
 
@@ -71,15 +72,15 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func desiredObjects(t *testing.T, c *v1.MysqlCluster) []client.Object {
 	t.Helper()
-	sts, err := BuildStatefulSet(c)
+	sts, err := specs.BuildStatefulSet(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm, err := BuildConfigMap(c)
+	cm, err := specs.BuildConfigMap(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []client.Object{cm, BuildHeadlessService(c), BuildPrimaryService(c), BuildReplicaService(c), sts, BuildPDB(c, Convergence{})}
+	return []client.Object{cm, specs.BuildHeadlessService(c), specs.BuildPrimaryService(c), specs.BuildReplicaService(c), sts, specs.BuildPDB(c, specs.Convergence{})}
 }
 
 // TestApplyWritesOnlyWhatChanged proves against a real API server: the first apply creates
@@ -141,13 +142,13 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 	// A my.cnf change makes a ConfigMap of its own (pods of the earlier revision keep reading
 	// theirs) and changes the template that names it, nothing else.
 	cluster.Spec.MysqlConfig = map[string]string{"max_connections": "200"}
-	cnf, err := RenderMyCnf(cluster)
+	cnf, err := specs.RenderMyCnf(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writes.Store(0)
 	got = applyAll(cluster)
-	if n := writes.Load(); n != 2 || got["ConfigMap/"+ConfigMapName(cluster, cnf)] != Created || got["StatefulSet/apply"] != Configured {
+	if n := writes.Load(); n != 2 || got["ConfigMap/"+specs.ConfigMapName(cluster, cnf)] != Created || got["StatefulSet/apply"] != Configured {
 		t.Errorf("config change: %d writes, results %v", n, got)
 	}
 
@@ -156,23 +157,23 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "apply-primary"}, svc); err != nil {
 		t.Fatal(err)
 	}
-	svc.Spec.Selector[LabelRole] = "replica"
+	svc.Spec.Selector[specs.LabelRole] = "replica"
 	if err := c.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := Apply(ctx, c, BuildPrimaryService(cluster)); err != nil || r != Configured {
+	if r, err := Apply(ctx, c, specs.BuildPrimaryService(cluster)); err != nil || r != Configured {
 		t.Fatalf("repair: %v %v", r, err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.Selector[LabelRole] != "primary" {
+	if svc.Spec.Selector[specs.LabelRole] != "primary" {
 		t.Errorf("selector not repaired: %v", svc.Spec.Selector)
 	}
 
 	// A key removed from mysqlConfig: a ConfigMap without it.
 	cluster.Spec.MysqlConfig = nil
-	cm, _ := BuildConfigMap(cluster)
+	cm, _ := specs.BuildConfigMap(cluster)
 	if r, err := Apply(ctx, c, cm); err != nil || r != Created {
 		t.Fatalf("removal: %v %v", r, err)
 	}
@@ -180,8 +181,8 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), live); err != nil {
 		t.Fatal(err)
 	}
-	if live.Data[ConfigFileName] != cm.Data[ConfigFileName] {
-		t.Errorf("ConfigMap not converged:\n%s", live.Data[ConfigFileName])
+	if live.Data[specs.ConfigFileName] != cm.Data[specs.ConfigFileName] {
+		t.Errorf("ConfigMap not converged:\n%s", live.Data[specs.ConfigFileName])
 	}
 }
 
@@ -219,7 +220,7 @@ func TestApplyKeepsImmutablePodManagementPolicy(t *testing.T) {
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	old, err := BuildStatefulSet(cluster)
+	old, err := specs.BuildStatefulSet(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestApplyKeepsImmutablePodManagementPolicy(t *testing.T) {
 	if _, err := Apply(ctx, c, old); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := BuildStatefulSet(cluster)
+	cur, err := specs.BuildStatefulSet(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestApplyKeepsImmutablePodManagementPolicy(t *testing.T) {
 		t.Fatalf("apply over a legacy StatefulSet: %s %v", r, err)
 	}
 	writes.Store(0)
-	cur, _ = BuildStatefulSet(cluster)
+	cur, _ = specs.BuildStatefulSet(cluster)
 	if r, err := Apply(ctx, c, cur); err != nil || r != Unchanged || writes.Load() != 0 {
 		t.Errorf("second apply: %s %v, %d writes", r, err, writes.Load())
 	}

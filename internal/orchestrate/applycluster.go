@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // ApplySnapshot is what applying a cluster definition would change, and the recorded state
@@ -204,7 +205,7 @@ func gatherApply(ctx context.Context, c client.Client, desired *v1.MysqlCluster)
 	if err != nil {
 		return st, err
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership, client.DryRunAll); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(specs.FieldOwner), client.ForceOwnership, client.DryRunAll); err != nil {
 		return st, err
 	}
 	next := &v1.MysqlCluster{}
@@ -234,9 +235,9 @@ func gatherApply(ctx context.Context, c client.Client, desired *v1.MysqlCluster)
 		return st, err
 	}
 	if secret == nil {
-		s.Objects = append(s.Objects, AppliedObject{Kind: "Secret", Name: SecretName(next), Result: Created})
+		s.Objects = append(s.Objects, AppliedObject{Kind: "Secret", Name: specs.SecretName(next), Result: Created})
 	}
-	derived, err := DiffDerived(ctx, c, next, ConvergenceFromStatus(next, true))
+	derived, err := DiffDerived(ctx, c, next, specs.ConvergenceFromStatus(next, true))
 	if err != nil {
 		return st, err
 	}
@@ -279,7 +280,7 @@ func writeApply(ctx context.Context, c client.Client, lease *Lease, desired *v1.
 		if err != nil {
 			return ApplyClusterResult{}, err
 		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 			return ApplyClusterResult{}, err
 		}
 	}
@@ -307,7 +308,7 @@ func writeApply(ctx context.Context, c client.Client, lease *Lease, desired *v1.
 	if err != nil {
 		return res, err
 	}
-	res.Derived, err = applyDerived(ctx, c, live, ConvergenceFromStatus(live, true), lease.Check)
+	res.Derived, err = applyDerived(ctx, c, live, specs.ConvergenceFromStatus(live, true), lease.Check)
 	return res, err
 }
 
@@ -331,7 +332,7 @@ func pinReplicas(ctx context.Context, c DiffClient, cl *v1.MysqlCluster) (*v1.My
 // stsReplicas is the replicas of the cluster's StatefulSet (0 when it does not exist).
 func stsReplicas(ctx context.Context, c DiffClient, cl *v1.MysqlCluster) (int32, error) {
 	sts := &appsv1.StatefulSet{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: StatefulSetName(cl)}, sts); {
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: specs.StatefulSetName(cl)}, sts); {
 	case apierrors.IsNotFound(err):
 		return 0, nil
 	case err != nil:

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -257,12 +258,12 @@ func (r *Runner) readCredentials(ctx context.Context, c *v1.MysqlCluster) (crede
 		return credentials{}, err
 	}
 	if s == nil {
-		return credentials{}, fmt.Errorf("credentials Secret %s/%s does not exist", c.Namespace, SecretName(c))
+		return credentials{}, fmt.Errorf("credentials Secret %s/%s does not exist", c.Namespace, specs.SecretName(c))
 	}
 	return credentials{
-		root:          topology.Secret(s.Data[SecretRootPassword]),
-		replication:   topology.Secret(s.Data[SecretReplicationPassword]),
-		orchestration: topology.Secret(s.Data[SecretOrchestrationPassword]),
+		root:          topology.Secret(s.Data[specs.SecretRootPassword]),
+		replication:   topology.Secret(s.Data[specs.SecretReplicationPassword]),
+		orchestration: topology.Secret(s.Data[specs.SecretOrchestrationPassword]),
 	}, nil
 }
 
@@ -619,7 +620,7 @@ type instance struct {
 // pods lists the cluster's pods by ordinal; missing ordinals are absent.
 func (r *Runner) pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels(SelectorLabels(c))); err != nil {
+	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels(specs.SelectorLabels(c))); err != nil {
 		return nil, err
 	}
 	out := map[int32]*corev1.Pod{}
@@ -660,7 +661,7 @@ func (r *Runner) podsByName(ctx context.Context, c *v1.MysqlCluster, n int32) (m
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	sel := labels.SelectorFromSet(SelectorLabels(c))
+	sel := labels.SelectorFromSet(specs.SelectorLabels(c))
 	out := map[int32]*corev1.Pod{}
 	for ord, p := range got {
 		if p != nil && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
@@ -736,7 +737,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	var primaryPod *corev1.Pod
 	for _, p := range pods {
 		if p.Name == c.Status.CurrentPrimary && podReady(p) {
-			primaryIP, primaryPod = PodHost(c, p.Name), p
+			primaryIP, primaryPod = specs.PodHost(c, p.Name), p
 		}
 	}
 	if primaryIP == "" {
@@ -792,7 +793,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 			return false, nil
 		}
 		// Labels follow the observed role: a replica that replicates is in the replica Service.
-		if p.Labels[LabelRole] != string(v1.RoleReplica) {
+		if p.Labels[specs.LabelRole] != string(v1.RoleReplica) {
 			if !act {
 				return false, nil
 			}
@@ -1061,7 +1062,7 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 }
 
 // port is the port replication reaches the instance on (PodPort of its pod).
-func (ss *sessions) port(name string) int { return PodPort(ss.pods[name]) }
+func (ss *sessions) port(name string) int { return specs.PodPort(ss.pods[name]) }
 
 // observe takes a complete snapshot of the instance; an incomplete one means "not yet".
 func (ss *sessions) observe(name string) (topology.Snapshot, error) {
@@ -1147,7 +1148,7 @@ func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, 
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelRole, role)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, specs.LabelRole, role)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: pod}}
 	if err := r.Kube.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("label %s %s: %w", pod, role, err)
@@ -1159,8 +1160,8 @@ func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, 
 // eviction only while the cluster is converged, Healthy and no operation runs. Nothing is sent
 // when it already matches.
 func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
-	cv := ConvergenceFromStatus(c, true)
-	if _, err := Apply(ctx, kube, BuildPDB(c, cv)); err != nil || !cv.Converged() {
+	cv := specs.ConvergenceFromStatus(c, true)
+	if _, err := Apply(ctx, kube, specs.BuildPDB(c, cv)); err != nil || !cv.Converged() {
 		return err
 	}
 	// Opened from a status read a moment ago: an operation that began since has closed it,
@@ -1170,8 +1171,8 @@ func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error 
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
 		return err
 	}
-	if cv := ConvergenceFromStatus(live, true); !cv.Converged() {
-		_, err := Apply(ctx, kube, BuildPDB(live, cv))
+	if cv := specs.ConvergenceFromStatus(live, true); !cv.Converged() {
+		_, err := Apply(ctx, kube, specs.BuildPDB(live, cv))
 		return err
 	}
 	return nil
@@ -1218,7 +1219,7 @@ func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps 
 	for _, m := range members {
 		st := v1.InstanceStatus{Name: m.pod.Name, Ordinal: m.ordinal, PodUID: string(m.pod.UID), PodIP: m.pod.Status.PodIP, Role: v1.RoleReplica}
 		for _, cs := range m.pod.Status.ContainerStatuses {
-			if cs.Name == ContainerName {
+			if cs.Name == specs.ContainerName {
 				st.Restarts = cs.RestartCount
 			}
 		}

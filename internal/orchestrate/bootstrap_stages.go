@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -187,12 +188,12 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 		if err != nil {
 			return "", nil, err
 		}
-		joined := replicatesFrom(s, PodHost(c, primaryName))
+		joined := replicatesFrom(s, specs.PodHost(c, primaryName))
 		switch {
 		case !joined:
 			// A returning former primary resumes from its own binlog; its history was just
 			// proven an ancestor of the primary's.
-			if err := r.joinReplica(ctx, c, in, s, PodHost(c, primaryName), x.ss.port(primaryName), creds); err != nil {
+			if err := r.joinReplica(ctx, c, in, s, specs.PodHost(c, primaryName), x.ss.port(primaryName), creds); err != nil {
 				return "", nil, err
 			}
 		case c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled:
@@ -242,7 +243,7 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			return "", nil, err
 		}
 		snaps[m.pod.Name] = s
-		why, err := ss.caughtUp(m.pod.Name, s, primaryName, PodHost(c, primaryName), ps)
+		why, err := ss.caughtUp(m.pod.Name, s, primaryName, specs.PodHost(c, primaryName), ps)
 		if err != nil {
 			return "", nil, err
 		}

@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -39,7 +40,7 @@ func (d *countingDialer) DialContext(ctx context.Context, t topology.Target) (ne
 // connectVia connects to the pods through dialer.
 func connectVia(dialer topology.Dialer) func(context.Context, *corev1.Pod, topology.Credentials) (*topology.Instance, error) {
 	return func(_ context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
-		return topology.Connect(topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: MySQLPort},
+		return topology.Connect(topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: specs.MySQLPort},
 			topology.ConnectOptions{Dialer: dialer, Credentials: creds})
 	}
 }
@@ -88,7 +89,7 @@ func runningCluster(t *testing.T, ctx context.Context, kube client.Client, name 
 	if err := kube.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := BuildSecret(c)
+	secret, err := specs.BuildSecret(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +98,8 @@ func runningCluster(t *testing.T, ctx context.Context, kube client.Client, name 
 	}
 	for ord := range 3 {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, ord), Namespace: "default", Labels: SelectorLabels(c)},
-			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: ContainerName, Image: c.Spec.Image}}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, ord), Namespace: "default", Labels: specs.SelectorLabels(c)},
+			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: specs.ContainerName, Image: c.Spec.Image}}},
 		}
 		if err := kube.Create(ctx, pod); err != nil {
 			t.Fatal(err)

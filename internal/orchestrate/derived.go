@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // ErrSecretIncomplete means the credentials Secret exists but lacks required keys (a bad input:
@@ -22,14 +23,14 @@ var ErrSecretIncomplete = outcome.Invalid("credentials Secret incomplete")
 // will generate one) and an error naming every missing key when it exists but is incomplete.
 func CheckSecret(ctx context.Context, c client.Reader, cluster *v1.MysqlCluster) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: SecretName(cluster)}, s)
+	err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: specs.SecretName(cluster)}, s)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read Secret %s/%s: %w", cluster.Namespace, SecretName(cluster), err)
+		return nil, fmt.Errorf("read Secret %s/%s: %w", cluster.Namespace, specs.SecretName(cluster), err)
 	}
-	if missing := MissingSecretKeys(s); len(missing) > 0 {
+	if missing := specs.MissingSecretKeys(s); len(missing) > 0 {
 		return nil, fmt.Errorf("%w: Secret %s/%s lacks the key(s) %s: add them, or delete the Secret to let mysqlctl generate random passwords",
 			ErrSecretIncomplete, cluster.Namespace, s.Name, strings.Join(quoteAll(missing), ", "))
 	}
@@ -51,7 +52,7 @@ func EnsureSecret(ctx context.Context, c client.Client, cluster *v1.MysqlCluster
 	if err != nil || existing != nil {
 		return false, err
 	}
-	s, err := BuildSecret(cluster)
+	s, err := specs.BuildSecret(cluster)
 	if err != nil {
 		return false, err
 	}
@@ -69,16 +70,16 @@ func EnsureSecret(ctx context.Context, c client.Client, cluster *v1.MysqlCluster
 
 // DerivedObjects returns every object derived from the cluster except the Secret, in apply
 // order: configuration and Services before the StatefulSet whose pods use them.
-func DerivedObjects(cluster *v1.MysqlCluster, cv Convergence) ([]client.Object, error) {
-	cm, err := BuildConfigMap(cluster)
+func DerivedObjects(cluster *v1.MysqlCluster, cv specs.Convergence) ([]client.Object, error) {
+	cm, err := specs.BuildConfigMap(cluster)
 	if err != nil {
 		return nil, err
 	}
-	sts, err := BuildStatefulSet(cluster)
+	sts, err := specs.BuildStatefulSet(cluster)
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{cm, BuildHeadlessService(cluster), BuildPrimaryService(cluster), BuildReplicaService(cluster), BuildPDB(cluster, cv), sts}, nil
+	return []client.Object{cm, specs.BuildHeadlessService(cluster), specs.BuildPrimaryService(cluster), specs.BuildReplicaService(cluster), specs.BuildPDB(cluster, cv), sts}, nil
 }
 
 // AppliedObject is one object Apply handled.
@@ -107,7 +108,7 @@ type DerivedClient interface {
 }
 
 // ApplyDerived applies every derived object (not the Secret) and reports what changed.
-func ApplyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+func ApplyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv specs.Convergence) ([]AppliedObject, error) {
 	return applyDerived(ctx, c, cluster, cv, nil)
 }
 
@@ -116,7 +117,7 @@ func ApplyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster
 // the lease halfway stops before the next write. A new pod template is held while a rollout is
 // unfinished (holdTemplate), reported Held; its ConfigMap is written (no pod reads it before the
 // template does). ConfigMaps no revision of the StatefulSet reads any more are deleted.
-func applyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv Convergence, guard func() error) ([]AppliedObject, error) {
+func applyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster, cv specs.Convergence, guard func() error) ([]AppliedObject, error) {
 	cluster, err := pinReplicas(ctx, c, cluster)
 	if err != nil {
 		return nil, err
@@ -156,7 +157,7 @@ func applyDerived(ctx context.Context, c DerivedClient, cluster *v1.MysqlCluster
 }
 
 // DiffDerived reports what ApplyDerived would do with every derived object, reading only.
-func DiffDerived(ctx context.Context, c DiffClient, cluster *v1.MysqlCluster, cv Convergence) ([]AppliedObject, error) {
+func DiffDerived(ctx context.Context, c DiffClient, cluster *v1.MysqlCluster, cv specs.Convergence) ([]AppliedObject, error) {
 	cluster, err := pinReplicas(ctx, c, cluster)
 	if err != nil {
 		return nil, err

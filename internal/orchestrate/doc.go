@@ -1,7 +1,9 @@
-// Package orchestrate turns a MysqlCluster into the Kubernetes objects it owns and converges
-// them, and runs the persisted operations (bootstrap, upgrade, scale) and the watch supervisor.
+// Package orchestrate applies what internal/specs builds and runs the persisted operations:
+// the stage engine (stage.go), the Lease, bootstrap and converge, switchover, failover, upgrade,
+// scale and rebuild, each a sequence of small named stages recorded in the MysqlCluster status.
+// It also holds the watch supervisor (watch*.go, request.go's serving side): its loops, checks,
+// repairs and request hand-off.
 //
-// The Build* functions are pure: from a cluster (and, where the desired state depends on it,
-// an observed fact passed in) they return the desired object, with nothing defaulted that the
-// API server would default differently, so a server-side apply of an unchanged spec is a no-op.
+// It may import api/, internal/specs, internal/failover (pure decisions), internal/topology
+// (SQL) and internal/outcome; nothing under internal/ imports it back.
 package orchestrate

@@ -17,6 +17,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
 )
@@ -349,7 +350,7 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 		}
 	}
 	// Replicas know the old primary by its stable name and, once connected, by its server_id.
-	v.oldSource.Host = PodHost(c, old)
+	v.oldSource.Host = specs.PodHost(c, old)
 	for _, i := range c.Status.Instances {
 		if i.Name == old {
 			v.oldSource.ServerID = uint32(i.ServerID) // server_id is 32 bits (MySQL and MariaDB)
@@ -440,8 +441,9 @@ func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
 	if !ch.Writable || fencesByReceivers(s) {
+		asked := r.now()
 		if up, err := in.Uptime(cctx); err == nil {
-			ch.Uptime, ch.UptimeKnown = up, true
+			ch.Uptime, ch.UptimeKnown, ch.UptimeAt = up, true, asked
 		}
 	}
 	return ch, s, nil
@@ -645,7 +647,7 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	// Past the threshold, an unreachable primary that some replica still receives from is
 	// checked on for as long as a replica needs to notice a silent source (twice its net
 	// timeout): a frozen or partitioned primary keeps a replica's receiver "running" until then.
-	deadline := r.now().Add(time.Duration(threshold)*interval + 2*ReplicaNetTimeout)
+	deadline := r.now().Add(time.Duration(threshold)*interval + 2*specs.ReplicaNetTimeout)
 	var checks []failover.Check
 	if n := len(opts.Detected); n > 0 && opts.DetectedPrimary == v.old && opts.Detected[n-1].PodUID == v.oldPodUID {
 		// The supervisor's checks are evidence about this primary incarnation only.
@@ -825,7 +827,7 @@ func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topolo
 	// The acknowledging side is on before the receiver first connects (see SourceSpec.SemiSync).
 	return in.Repoint(ctx, topology.SourceSpec{
 		Host: host, Port: port, User: ReplicationUser, Password: creds.replication,
-		ConnectRetry: time.Second, HeartbeatPeriod: ReplicaHeartbeat, ResumeFromBinlog: resumesFromBinlog(s),
+		ConnectRetry: time.Second, HeartbeatPeriod: specs.ReplicaHeartbeat, ResumeFromBinlog: resumesFromBinlog(s),
 		SemiSync: c.Spec.SemiSync.SemiSyncEnabled(),
 	})
 }

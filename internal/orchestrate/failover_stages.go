@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -360,7 +361,7 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 	if !ok {
 		return next, change, err
 	}
-	newIP := PodHost(c, ev.Candidate)
+	newIP := specs.PodHost(c, ev.Candidate)
 	var errant []v1.ErrantInstance
 	for _, m := range v.ready {
 		name := m.pod.Name
@@ -412,7 +413,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if back, change := recheckPrimary(ev.Candidate, v.pods[ev.Candidate], ns); back != "" {
 		return back, change, nil
 	}
-	newIP := PodHost(c, ev.Candidate)
+	newIP := specs.PodHost(c, ev.Candidate)
 	var pending, down []string
 	snaps := map[string]topology.Snapshot{ev.Candidate: ns}
 	for _, m := range v.ready {
@@ -488,7 +489,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	// Labels follow the observed role: every replica proven to replicate from the new
 	// primary (a re-pointed old primary included) is in the replica Service.
 	for name, rs := range snaps {
-		if p := v.pods[name]; name != ev.Candidate && p != nil && replicatesFrom(rs, newIP) && p.Labels[LabelRole] != string(v1.RoleReplica) {
+		if p := v.pods[name]; name != ev.Candidate && p != nil && replicatesFrom(rs, newIP) && p.Labels[specs.LabelRole] != string(v1.RoleReplica) {
 			if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 				return "", nil, err
 			}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -210,7 +211,7 @@ func recheckPrimary(name string, pod *corev1.Pod, s topology.Snapshot) (string, 
 	switch {
 	case s.ReadOnly || s.SuperReadOnly != nil && *s.SuperReadOnly:
 		back, why = StagePromoting, name+" is read-only (it restarted?): promoting it again"
-	case pod == nil || pod.Labels[LabelRole] != string(v1.RolePrimary):
+	case pod == nil || pod.Labels[specs.LabelRole] != string(v1.RolePrimary):
 		back, why = StageMovingPrimary, name+" is not labelled primary: moving the primary Service to it again"
 	}
 	if back == "" {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
 )
@@ -182,15 +183,15 @@ func TestConvergeRefreshesAStaleJudgement(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := &corev1.Secret{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: SecretName(cluster)}, secret); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: specs.SecretName(cluster)}, secret); err != nil {
 		t.Fatal(err)
 	}
-	secret.Data[SecretRootPassword] = []byte(mariadbtest.RootPassword)
+	secret.Data[specs.SecretRootPassword] = []byte(mariadbtest.RootPassword)
 	if err := kube.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	labels := SelectorLabels(cluster)
-	labels[LabelRole] = string(v1.RolePrimary)
+	labels := specs.SelectorLabels(cluster)
+	labels[specs.LabelRole] = string(v1.RolePrimary)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "judged-0", Namespace: "default", Labels: labels},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mysql", Image: "mariadb:10.11"}}},

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -197,7 +198,7 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 		if err != nil {
 			return r.scWait(ctx, x, fmt.Errorf("the donor %s does not answer: %w", donor, err))
 		}
-		if !replicatesFrom(ds, PodHost(c, x.primaryName)) {
+		if !replicatesFrom(ds, specs.PodHost(c, x.primaryName)) {
 			why = "it does not replicate from the primary"
 		} else if e, ok, err := x.ss.ancestor(x.primaryName, ps, ds); err != nil {
 			return "", nil, err
@@ -233,7 +234,7 @@ func (r *Runner) pickDonor(x *stageEnv, ps topology.Snapshot, name string) strin
 		if m.pod.Name == name || m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
 			continue
 		}
-		if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, PodHost(x.c, x.primaryName)) {
+		if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, specs.PodHost(x.c, x.primaryName)) {
 			if _, ok, err := x.ss.ancestor(x.primaryName, ps, s); err == nil && ok {
 				return m.pod.Name
 			}

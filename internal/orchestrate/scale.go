@@ -15,6 +15,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // OperationScale is the type of a scale: instances added (seeded, joined, verified) or removed
@@ -298,7 +299,7 @@ func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, 
 	// later is made from the StatefulSet's current revision: an older image over data a newer
 	// one may have rewritten.
 	live := &appsv1.StatefulSet{}
-	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: StatefulSetName(c)}, live); err == nil {
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: specs.StatefulSetName(c)}, live); err == nil {
 		why, err := rolloutAhead(ctx, r.Kube, live)
 		if err != nil {
 			return err

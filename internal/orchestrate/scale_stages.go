@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -294,7 +295,7 @@ func (r *Runner) acksWithout(x *stageEnv, names ...string) (string, error) {
 	}
 	acks := ps.SemiSync.SourceClients
 	for _, name := range names {
-		if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, PodHost(x.c, x.primaryName)) {
+		if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, specs.PodHost(x.c, x.primaryName)) {
 			acks--
 		}
 	}
@@ -407,7 +408,7 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		if err != nil {
 			return "", nil, err
 		}
-		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned, sc.Action == scaleRebuild), client.FieldOwner(FieldOwner))
+		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned, sc.Action == scaleRebuild), client.FieldOwner(specs.FieldOwner))
 		cancel()
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", nil, fmt.Errorf("create the seed Job %s: %w", key.Name, err)
@@ -552,7 +553,7 @@ func appendProvenance(s *v1.MysqlClusterStatus, rec v1.GTIDBootstrapRecord) {
 func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
 	name := scalePod(c, sc.Ordinal)
-	host := PodHost(c, x.primaryName)
+	host := specs.PodHost(c, x.primaryName)
 	ps, js, err := x.observePair(name)
 	if err != nil {
 		return r.scWait(ctx, x, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
 )
 
 // TestMemberCount: while a scale is recorded, the StatefulSet's pods are the members (a replica
@@ -25,7 +26,7 @@ func TestMemberCount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := testCluster(func(c *v1.MysqlCluster) { c.Spec.Replicas, c.Status.Scale = tt.spec, tt.scale })
+			c := testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Replicas, c.Status.Scale = tt.spec, tt.scale })
 			if got := memberCount(c); got != tt.want {
 				t.Fatalf("memberCount = %d, want %d", got, tt.want)
 			}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -57,7 +58,7 @@ const seedComponent = "seed"
 // arguments after "--" (no word splitting, no globbing, no option).
 //
 // The password comes from MYSQL_PWD, never from the command line, where ps would show it.
-func seedScript(t flavorTools, donorHost, targetHost string, owned []string, aside bool) string {
+func seedScript(t specs.FlavorTools, donorHost, targetHost string, owned []string, aside bool) string {
 	quoted := make([]string, len(owned))
 	for i, u := range owned {
 		quoted[i] = "'" + strings.ReplaceAll(u, "'", "''") + "'"
@@ -134,7 +135,7 @@ echo "$session RESET MASTER; SET GLOBAL gtid_binlog_state='$state';" | run "$dst
 got=$(q "$dst" "SELECT @@gtid_binlog_pos")
 [ "$got" = "$pos" ] || fail "binlog restarted at [$got], not at the copied position [$pos]"
 echo "mysqlctl seed: done at GTID position [$pos]"
-`, t.client, t.dump, donorHost, targetHost, topology.ReadOnlyAdminRole, MySQLPort, strings.Join(quoted, ","), seedSystemSchemas, clearTargetBlock(aside))
+`, t.Client, t.Dump, donorHost, targetHost, topology.ReadOnlyAdminRole, specs.MySQLPort, strings.Join(quoted, ","), seedSystemSchemas, clearTargetBlock(aside))
 }
 
 // seedSystemSchemas is the SQL condition that leaves out what a copy never touches: the
@@ -181,14 +182,14 @@ func clearTargetBlock(aside bool) string {
 // owned names the accounts and roles mysqlctl makes on every instance itself: their rows are not copied.
 // aside keeps the target's old tables in aside schemas instead of dropping them (a rebuild).
 func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []string, aside bool) *batchv1.Job {
-	t := toolsFor(c)
+	t := specs.ToolsFor(c)
 	target := fmt.Sprintf("%s-%d", c.Name, ordinal)
-	labels := map[string]string{LabelInstance: c.Name, LabelManagedBy: FieldOwner, LabelComponent: seedComponent}
+	labels := map[string]string{specs.LabelInstance: c.Name, specs.LabelManagedBy: specs.FieldOwner, specs.LabelComponent: seedComponent}
 	backoff, deadline := int32(1), int64(scaleBound.Seconds())
-	meta := objectMeta(c, SeedJobName(c, ordinal), seedComponent)
+	meta := specs.ObjectMeta(c, SeedJobName(c, ordinal), seedComponent)
 	meta.Labels = labels
 	return &batchv1.Job{
-		TypeMeta:   typeMeta("batch/v1", "Job"),
+		TypeMeta:   specs.TypeMeta("batch/v1", "Job"),
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          &backoff,
@@ -200,9 +201,9 @@ func BuildSeedJob(c *v1.MysqlCluster, ordinal int32, donor string, owned []strin
 					Containers: []corev1.Container{{
 						Name:    "seed",
 						Image:   c.Spec.Image,
-						Command: []string{"bash", "-c", seedScript(t, PodHost(c, donor), PodHost(c, target), owned, aside)},
+						Command: []string{"bash", "-c", seedScript(t, specs.PodHost(c, donor), specs.PodHost(c, target), owned, aside)},
 						Env: []corev1.EnvVar{{Name: "MYSQL_PWD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-							LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(c)}, Key: SecretRootPassword,
+							LocalObjectReference: corev1.LocalObjectReference{Name: specs.SecretName(c)}, Key: specs.SecretRootPassword,
 						}}}},
 					}},
 				},

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
 )
@@ -71,7 +73,7 @@ func runSeed(t *testing.T, donor, target *mariadbtest.Server, aside bool, dir st
 	owned := []string{RootUser, "mariadb.sys", "", "PUBLIC", topology.ReadOnlyAdminRole, mariadbtest.ReplUser}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", seedScript(toolsFor(testCluster()), donor.Host, target.Host, owned, aside))
+	cmd := exec.CommandContext(ctx, "bash", "-c", seedScript(specs.ToolsFor(testenv.Cluster()), donor.Host, target.Host, owned, aside))
 	cmd.Env = append(os.Environ(), "MYSQL_PWD="+mariadbtest.RootPassword)
 	if dir != "" {
 		cmd.Env = append(cmd.Env, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestBudgetFollowsTheLiveStatus: a budget update runs later than it was asked for (behind other
@@ -75,8 +76,8 @@ func TestBudgetFollowsTheLiveStatus(t *testing.T) {
 	if err := UpdateStatus(ctx, kube, converged, healthy); err != nil {
 		t.Fatal(err)
 	}
-	if !ConvergenceFromStatus(converged, true).Converged() {
-		t.Fatalf("the test's healthy status is not converged: %+v", ConvergenceFromStatus(converged, true))
+	if !specs.ConvergenceFromStatus(converged, true).Converged() {
+		t.Fatalf("the test's healthy status is not converged: %+v", specs.ConvergenceFromStatus(converged, true))
 	}
 	ask(converged, operating)
 	if got := maxUnavailable(); got != 0 {
@@ -140,7 +141,7 @@ func TestPodsByNameAsListed(t *testing.T) {
 		t.Helper()
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: scalePod(c, ord), Labels: lbl, Finalizers: finalizers},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: "mariadb:10.11"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: specs.ContainerName, Image: "mariadb:10.11"}}},
 		}
 		if err := kube.Create(ctx, p); err != nil {
 			t.Fatal(err)
@@ -150,7 +151,7 @@ func TestPodsByNameAsListed(t *testing.T) {
 			_ = kube.Delete(context.Background(), p)
 		})
 	}
-	sel := SelectorLabels(c)
+	sel := specs.SelectorLabels(c)
 	pod(0, sel)
 	// 1 is missing.
 	pod(2, map[string]string{"app": "someone-else"}) // a foreign pod with the cluster's naming

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/gtid"
 )
@@ -183,7 +184,7 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 		switch {
 		case err != nil:
 			rejected = append(rejected, name+": "+err.Error())
-		case s.Replica == nil || s.Replica.SourceHost != PodHost(c, old):
+		case s.Replica == nil || s.Replica.SourceHost != specs.PodHost(c, old):
 			rejected = append(rejected, name+": does not replicate from the primary")
 		case s.Replica.IOThread != topology.ThreadRunning || !s.Replica.SQLRunning:
 			rejected = append(rejected, name+": replication threads not running")

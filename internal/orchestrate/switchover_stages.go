@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
-	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
 func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
@@ -133,7 +135,7 @@ func (r *Runner) swMovingPrimary(ctx context.Context, x *stageEnv) (string, func
 
 func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, ev, members, creds, connect, observe := x.c, x.ev, x.members, x.creds, x.ss.connect, x.ss.observe
-	newIP := PodHost(c, ev.Candidate)
+	newIP := specs.PodHost(c, ev.Candidate)
 	for _, m := range members {
 		name := m.pod.Name
 		if name == ev.Candidate || quarantined(c, name) {
@@ -165,7 +167,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if back, change := recheckPrimary(ev.Candidate, byName[ev.Candidate].pod, ns); back != "" {
 		return back, change, nil
 	}
-	newIP := PodHost(c, ev.Candidate)
+	newIP := specs.PodHost(c, ev.Candidate)
 	// A replica refused by configuration is waited for like one that is down: past the
 	// promotion, the bound leaves it for later repair rather than keep the cluster waiting.
 	pending, _, err := ss.pendingReplicas(c, members, ev.Candidate, newIP, ns)
@@ -191,7 +193,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	}
 	oldReplicates := false
 	if os, err := observe(old); err == nil {
-		oldReplicates = replicatesFrom(os, PodHost(c, ev.Candidate))
+		oldReplicates = replicatesFrom(os, specs.PodHost(c, ev.Candidate))
 	}
 	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(members)-1-len(pending)-quarantinedCount(c))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // Held is the result of a StatefulSet whose new pod template was not written because a rollout
@@ -94,7 +95,7 @@ func rolloutAhead(ctx context.Context, kube client.Reader, live *appsv1.Stateful
 // pulled never touched the data directory).
 func containerRan(p *corev1.Pod) bool {
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == ContainerName {
+		if cs.Name == specs.ContainerName {
 			return cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil
 		}
 	}
@@ -139,19 +140,19 @@ type pruneClient interface {
 // included, from which a deleted pod is recreated). Housekeeping only: a client that may not
 // list or delete leaves them, and the cluster's deletion removes them all (they are owned).
 func pruneConfigMaps(ctx context.Context, pc pruneClient, c *v1.MysqlCluster) {
-	cnf, err := RenderMyCnf(c)
+	cnf, err := specs.RenderMyCnf(c)
 	if err != nil {
 		return
 	}
 	cms := &corev1.ConfigMapList{}
-	if pc.List(ctx, cms, client.InNamespace(c.Namespace), client.MatchingLabels(labelsWith(c, "config"))) != nil || len(cms.Items) < 2 {
+	if pc.List(ctx, cms, client.InNamespace(c.Namespace), client.MatchingLabels(specs.LabelsWith(c, "config"))) != nil || len(cms.Items) < 2 {
 		return
 	}
 	var refs [][]byte
 	revs := &appsv1.ControllerRevisionList{}
 	pods := &corev1.PodList{}
 	sts := &appsv1.StatefulSetList{}
-	sel := client.MatchingLabels(SelectorLabels(c))
+	sel := client.MatchingLabels(specs.SelectorLabels(c))
 	if pc.List(ctx, revs, client.InNamespace(c.Namespace), sel) != nil || pc.List(ctx, pods, client.InNamespace(c.Namespace), sel) != nil ||
 		pc.List(ctx, sts, client.InNamespace(c.Namespace), sel) != nil {
 		return
@@ -167,7 +168,7 @@ func pruneConfigMaps(ctx context.Context, pc pruneClient, c *v1.MysqlCluster) {
 		b, _ := json.Marshal(s.Spec.Template.Spec.Volumes)
 		refs = append(refs, b)
 	}
-	keep := ConfigMapName(c, cnf)
+	keep := specs.ConfigMapName(c, cnf)
 	for i := range cms.Items {
 		cm := &cms.Items[i]
 		quoted := []byte(strconv.Quote(cm.Name))

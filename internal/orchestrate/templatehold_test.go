@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestTemplateHeldMidRollout, against the real API server: with a pod already on a revision
@@ -26,7 +28,7 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 	defer cancel()
 	c, key, get := requestCluster(t, ctx, "held")
 	cluster := get()
-	if _, err := ApplyDerived(ctx, c, cluster, Convergence{}); err != nil {
+	if _, err := ApplyDerived(ctx, c, cluster, specs.Convergence{}); err != nil {
 		t.Fatal(err)
 	}
 	sts := &appsv1.StatefulSet{}
@@ -52,11 +54,11 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 	}
 	// The current revision as the controller keeps it: the old image, the old ConfigMap.
 	raw, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: ContainerName, Image: oldImage}},
+		Containers: []corev1.Container{{Name: specs.ContainerName, Image: oldImage}},
 		Volumes: []corev1.Volume{{Name: "conf",
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: oldCM}}}}},
 	}})
-	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "held-r1", Namespace: "default", Labels: labelsWith(cluster, "database")}, Revision: 1}
+	rev := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "held-r1", Namespace: "default", Labels: specs.LabelsWith(cluster, "database")}, Revision: 1}
 	var err error
 	if rev.Data.Raw, err = json.Marshal(map[string]any{"spec": map[string]any{"template": raw, "$patch": "replace"}}); err != nil {
 		t.Fatal(err)
@@ -71,8 +73,8 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 		ran        bool
 	}{{"held-r1", oldImage, true}, {"held-r2", "mariadb:11.99", false}, {"held-r2", "mariadb:11.4", true}} {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "held-" + string(rune('0'+i)), Namespace: "default", Labels: labelsWith(cluster, "database")},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: p.image}}},
+			ObjectMeta: metav1.ObjectMeta{Name: "held-" + string(rune('0'+i)), Namespace: "default", Labels: specs.LabelsWith(cluster, "database")},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: specs.ContainerName, Image: p.image}}},
 		}
 		pod.Labels[revisionLabel] = p.rev
 		if err := c.Create(ctx, pod); err != nil {
@@ -82,7 +84,7 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 		if p.ran {
 			state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
 		}
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, Image: p.image, State: state}}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: specs.ContainerName, Image: p.image, State: state}}
 		if err := c.Status().Update(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +92,7 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 
 	changed := get()
 	changed.Spec.MysqlConfig = map[string]string{"max_connections": "345"}
-	applied, err := ApplyDerived(ctx, c, changed, Convergence{})
+	applied, err := ApplyDerived(ctx, c, changed, specs.Convergence{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +129,12 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 		}
 	}
 	// The revision the controller keeps still names the old ConfigMap; a third one names none.
-	cnf, err := RenderMyCnf(changed)
+	cnf, err := specs.RenderMyCnf(changed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	newCM := ConfigMapName(changed, cnf)
-	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held-config-0000000000000000", Namespace: "default", Labels: labelsWith(cluster, "config")}}
+	newCM := specs.ConfigMapName(changed, cnf)
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held-config-0000000000000000", Namespace: "default", Labels: specs.LabelsWith(cluster, "config")}}
 	if err := c.Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestTemplateHeldMidRollout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	applied, err = ApplyDerived(ctx, c, changed, Convergence{})
+	applied, err = ApplyDerived(ctx, c, changed, specs.Convergence{})
 	if err != nil {
 		t.Fatal(err)
 	}

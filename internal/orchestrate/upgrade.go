@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // OperationUpgrade is the type of a rolling restart of every pod onto the StatefulSet's current
@@ -204,11 +205,11 @@ var upgradeKind = &operationKind{
 // partition status.upgrade records, and returns the StatefulSet once the controller has
 // observed it (its update revision is then the current template's).
 func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
-	cm, err := BuildConfigMap(c)
+	cm, err := specs.BuildConfigMap(c)
 	if err != nil {
 		return nil, err
 	}
-	sts, err := BuildStatefulSet(c)
+	sts, err := specs.BuildStatefulSet(c)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (r *Runner) applyTemplate(ctx context.Context, c *v1.MysqlCluster) (*appsv1
 	var keep []string
 	if up := c.Status.Upgrade; up != nil {
 		lower = up.Partition
-		if up.TemplateHash != templateHash(sts) {
+		if up.TemplateHash != specs.StatefulSetTemplateHash(sts) {
 			// Not the template this upgrade adopted (the spec changed during the rollout): the
 			// rollout goes on with the live one; PrimaryReady goes back to Preparing for it.
 			keep = []string{"the spec's template changed during the rollout; it is rolled out once every pod runs the one rolling out now"}

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // UpgradePlan is what an upgrade would do, worked out from the pods and the servers without
@@ -96,7 +97,7 @@ func (r *Runner) planRollState(ctx context.Context, c *v1.MysqlCluster) ([]bool,
 	if err != nil {
 		return nil, 0, err
 	}
-	want, err := BuildStatefulSet(c)
+	want, err := specs.BuildStatefulSet(c)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -146,7 +147,7 @@ func rollSteps(c *v1.MysqlCluster, updated []bool, primary int) []string {
 // observed yet does not count here (the caller that wrote it knows it changed).
 func (r *Runner) RolloutPending(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
 	sts := &appsv1.StatefulSet{}
-	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: StatefulSetName(c)}, sts); err != nil {
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: specs.StatefulSetName(c)}, sts); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {

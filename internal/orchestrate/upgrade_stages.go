@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -43,7 +44,7 @@ func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if why := failover.CheckUpgradeAll(flavors(versions), promise); why != "" {
 		return r.stopUpgrade(ctx, x, why, false)
 	}
-	hash, err := TemplateHash(c)
+	hash, err := specs.TemplateHash(c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -224,7 +225,7 @@ func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func
 // semi-sync replica side gets it. done reports that the stage's answer is decided here.
 func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topology.Snapshot) (done bool, next string, change func(*v1.MysqlClusterStatus), err error) {
 	c, primary := x.c, x.primaryName
-	ip := PodHost(c, primary)
+	ip := specs.PodHost(c, primary)
 	wantSemi := c.Spec.SemiSync.SemiSyncEnabled() && !s.SemiSync.ReplicaEnabled
 	configured := s.Replica != nil && s.Replica.SourceHost == ip && s.Replica.SQLRunning &&
 		(s.Replica.IOThread == topology.ThreadRunning || s.Replica.IOThread == topology.ThreadConnecting)
@@ -301,7 +302,7 @@ func (r *Runner) upHealthy(ctx context.Context, x *stageEnv) (string, error) {
 	if ps.ReadOnly {
 		return "the primary " + primary + " is read-only", nil
 	}
-	pending, refused, err := x.ss.pendingReplicas(c, x.members, primary, PodHost(c, primary), ps)
+	pending, refused, err := x.ss.pendingReplicas(c, x.members, primary, specs.PodHost(c, primary), ps)
 	if err == nil && refused != nil {
 		return "", refused // a replica no wait will reach: see stopForConfig
 	}
@@ -430,7 +431,7 @@ func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(
 		}
 	}
 	up := c.Status.Upgrade
-	if hash, err := TemplateHash(c); err != nil || hash != up.TemplateHash {
+	if hash, err := specs.TemplateHash(c); err != nil || hash != up.TemplateHash {
 		// The spec's template changed during the rollout, and was held until every pod ran the
 		// one this upgrade rolled out: it is rolled out by the same upgrade, from Preparing.
 		return r.upAdoptHeld(ctx, x, err)
@@ -473,7 +474,7 @@ func (r *Runner) upAdoptHeld(ctx context.Context, x *stageEnv, err error) (strin
 // specHeld says why the pod template the spec makes would be held now ("" when it would be
 // written; nothing is written here).
 func (r *Runner) specHeld(ctx context.Context, c *v1.MysqlCluster) (string, error) {
-	sts, err := BuildStatefulSet(c)
+	sts, err := specs.BuildStatefulSet(c)
 	if err != nil {
 		return "", err
 	}
@@ -483,7 +484,7 @@ func (r *Runner) specHeld(ctx context.Context, c *v1.MysqlCluster) (string, erro
 // containerImage is the image of the pod's MySQL container.
 func containerImage(p *corev1.Pod) string {
 	for _, c := range p.Spec.Containers {
-		if c.Name == ContainerName {
+		if c.Name == specs.ContainerName {
 			return c.Image
 		}
 	}

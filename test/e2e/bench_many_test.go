@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
-	"github.com/mysqlctl/mysqlctl/test/rig"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
 // BenchmarkWatchManyClusters: one `watch` process supervises 1, 10 and 30 clusters of three real
@@ -220,7 +222,7 @@ func manyClustersRun(b *testing.B, t *testing.T, ctx context.Context, names []st
 	// acknowledgement, it returns with that transaction and is quarantined: rebuilt, then.
 	deadline = time.Now().Add(3 * time.Minute)
 	rebuilt := 0
-	for getCluster(t, ctx, victim).Status.HA == nil || !allReplicating(ctx, t, string(secret(t, ctx, victim).Data[orchestrate.SecretRootPassword]), victim, getCluster(t, ctx, victim).Status.CurrentPrimary) {
+	for getCluster(t, ctx, victim).Status.HA == nil || !allReplicating(ctx, t, string(secret(t, ctx, victim).Data[specs.SecretRootPassword]), victim, getCluster(t, ctx, victim).Status.CurrentPrimary) {
 		if time.Now().After(deadline) {
 			b.Fatalf("%s did not re-join its old primary within 3 minutes", victim)
 		}

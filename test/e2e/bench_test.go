@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
@@ -83,7 +84,7 @@ func BenchmarkConvergedReconcile(b *testing.B) {
 		if err := c.Get(ctx, key, cluster); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := orchestrate.ApplyDerived(ctx, c, cluster, orchestrate.ConvergenceFromStatus(cluster, true)); err != nil {
+		if _, err := orchestrate.ApplyDerived(ctx, c, cluster, specs.ConvergenceFromStatus(cluster, true)); err != nil {
 			b.Fatal(err)
 		}
 		if err := runner.Converge(ctx, key); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestCreateThreeInstances: create --wait ends with a real, replicating, semi-synchronous cluster
@@ -56,14 +57,14 @@ func TestCreateThreeInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Labels[orchestrate.LabelRole]; got != want {
+		if got := p.Labels[specs.LabelRole]; got != want {
 			t.Errorf("demo-%d role label %q, want %q", i, got, want)
 		}
 	}
 
 	// Write through the primary Service (followed to its endpoints, never a cluster IP).
 	sec := secret(t, ctx, "demo")
-	root := string(sec.Data[orchestrate.SecretRootPassword])
+	root := string(sec.Data[specs.SecretRootPassword])
 	addrs, err := r.ServiceAddrs(ctx, "default", "demo-primary", "mysql")
 	if err != nil || len(addrs) != 1 {
 		t.Fatalf("primary Service endpoints %v: %v", addrs, err)
@@ -193,7 +194,7 @@ func resourceVersions(t *testing.T, ctx context.Context) map[string]string {
 	if o, err := cs.AppsV1().StatefulSets("default").Get(ctx, "demo", metav1.GetOptions{}); err == nil {
 		out["sts"] = o.ResourceVersion
 	}
-	if l, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: orchestrate.LabelInstance + "=demo"}); err == nil {
+	if l, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: specs.LabelInstance + "=demo"}); err == nil {
 		for _, o := range l.Items {
 			out["cm/"+o.Name] = o.ResourceVersion
 		}

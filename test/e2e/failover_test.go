@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // appCluster creates a cluster with an application account (no READ ONLY ADMIN: read_only
@@ -31,11 +32,11 @@ func appCluster(t *testing.T, ctx context.Context, name string, replicas int, cr
 		t.Logf("create %s took %s:\n%s", name, took.Round(time.Second), res.stderr)
 	}
 	sec := secret(t, ctx, name)
-	root := string(sec.Data[orchestrate.SecretRootPassword])
+	root := string(sec.Data[specs.SecretRootPassword])
 	// The application account exists (bootstrap creates it with a generated password); the
 	// tests set a known one, in the Secret first: the Secret is the source of truth that every
 	// converge (reconcile, watch's repairs) applies.
-	sec.Data[orchestrate.SecretAppPassword] = []byte("app-pass")
+	sec.Data[specs.SecretAppPassword] = []byte("app-pass")
 	if err := kube(t).Update(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func replicatesFrom(t *testing.T, ctx context.Context, pod, primary string, d *s
 // podHost is the stable DNS name replicas use for a pod of a cluster in the default namespace.
 func podHost(pod string) string {
 	cluster := pod[:strings.LastIndexByte(pod, '-')]
-	return orchestrate.PodHost(&v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster, Namespace: "default"}}, pod)
+	return specs.PodHost(&v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster, Namespace: "default"}}, pod)
 }
 
 // slaveStatus reads SHOW SLAVE STATUS as column → value.
@@ -368,8 +369,8 @@ func TestFailoverAfterPrimaryLoss(t *testing.T) {
 	if len(c.Status.ErrantInstances) != 1 || c.Status.ErrantInstances[0].Name != "fl-2" || c.Status.ErrantInstances[0].Count < 1 {
 		t.Errorf("errant instances %+v", c.Status.ErrantInstances)
 	}
-	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, "fl-2", metav1.GetOptions{})); p.Labels[orchestrate.LabelRole] != string(v1.RoleQuarantined) {
-		t.Errorf("fl-2 labelled %q", p.Labels[orchestrate.LabelRole])
+	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, "fl-2", metav1.GetOptions{})); p.Labels[specs.LabelRole] != string(v1.RoleQuarantined) {
+		t.Errorf("fl-2 labelled %q", p.Labels[specs.LabelRole])
 	}
 	reasons, texts := eventReasons(t, ctx, "fl")
 	requireEvents(t, reasons, texts, "FailoverStarted", "PrimaryConfirmedDown", "FenceVerified", "CandidateElected", "Promoted", "Quarantined", "FailoverSucceeded")
@@ -727,8 +728,8 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	if c.Status.Operation != nil || c.Status.CurrentPrimary != before || c.Status.History[0].Result != "Aborted" || c.Status.Phase != v1.PhaseDegraded {
 		t.Fatalf("after abort: op %+v primary %s history %+v phase %s", c.Status.Operation, c.Status.CurrentPrimary, c.Status.History[0], c.Status.Phase)
 	}
-	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, before, metav1.GetOptions{})); p.Labels[orchestrate.LabelRole] != string(v1.RolePrimary) {
-		t.Errorf("%s labelled %q after abort", before, p.Labels[orchestrate.LabelRole])
+	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, before, metav1.GetOptions{})); p.Labels[specs.LabelRole] != string(v1.RolePrimary) {
+		t.Errorf("%s labelled %q after abort", before, p.Labels[specs.LabelRole])
 	}
 	for _, pod := range pods {
 		if pod == before {

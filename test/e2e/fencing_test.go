@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestStaleActorDoesNothing is the paused-actor attack on the fencing token. Actor A freezes
@@ -32,7 +33,7 @@ func TestStaleActorDoesNothing(t *testing.T) {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "stale")
-	root := string(secret(t, ctx, "stale").Data[orchestrate.SecretRootPassword])
+	root := string(secret(t, ctx, "stale").Data[specs.SecretRootPassword])
 
 	a := startFrozen(t, ctx, orchestrate.StagePromoting, "switchover", "stale", "--to", "stale-1")
 	defer a.kill()
@@ -276,7 +277,7 @@ func roleLabels(t *testing.T, ctx context.Context, pods ...string) string {
 	var parts []string
 	for _, name := range pods {
 		p := must(r.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}))
-		parts = append(parts, name+"="+p.Labels[orchestrate.LabelRole])
+		parts = append(parts, name+"="+p.Labels[specs.LabelRole])
 	}
 	return strings.Join(parts, ",")
 }

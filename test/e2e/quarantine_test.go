@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestForeignGTIDsQuarantined: a replica that wrote a transaction of its own before it joined
@@ -23,7 +24,7 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 	killAt(t, ctx, orchestrate.StageJoiningReplicas, "create", "errant", "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "128Mi", "--wait", "--timeout", "4m")
 
 	// An errant write on the replica-to-be, made on purpose through the READ ONLY ADMIN role.
-	root := string(secret(t, ctx, "errant").Data[orchestrate.SecretRootPassword])
+	root := string(secret(t, ctx, "errant").Data[specs.SecretRootPassword])
 	addr, err := r.PodAddr(ctx, "default", "errant-1", 3306)
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +42,8 @@ func TestForeignGTIDsQuarantined(t *testing.T) {
 		t.Errorf("errant record lacks evidence: %+v", e)
 	}
 	p, err := r.Client.CoreV1().Pods("default").Get(ctx, "errant-1", metav1.GetOptions{})
-	if err != nil || p.Labels[orchestrate.LabelRole] != string(v1.RoleQuarantined) {
-		t.Errorf("errant-1 role label %q (%v)", p.Labels[orchestrate.LabelRole], err)
+	if err != nil || p.Labels[specs.LabelRole] != string(v1.RoleQuarantined) {
+		t.Errorf("errant-1 role label %q (%v)", p.Labels[specs.LabelRole], err)
 	}
 	if addrs, _ := r.ServiceAddrs(ctx, "default", "errant-replicas", "mysql"); len(addrs) != 0 {
 		t.Errorf("quarantined instance still served by the replica Service: %v", addrs)

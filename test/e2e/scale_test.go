@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestScale scales a cluster 3 → 5 → 2 → 3 while a client writes through the primary Service,
@@ -85,7 +86,7 @@ func TestScale(t *testing.T) {
 		if rec := provenance(c, p); rec == nil || rec.Method != "replay" {
 			t.Fatalf("%s: provenance %+v, want a replay record", p, rec)
 		}
-		if got := podLabel(t, ctx, p, orchestrate.LabelRole); got != string(v1.RoleReplica) {
+		if got := podLabel(t, ctx, p, specs.LabelRole); got != string(v1.RoleReplica) {
 			t.Fatalf("%s has role %q after joining", p, got)
 		}
 	}
@@ -151,7 +152,7 @@ func TestScale(t *testing.T) {
 	if c := getCluster(t, ctx, "sc"); c.Status.Scale == nil || c.Status.Scale.Seeded || c.Status.Operation != nil || c.Status.Phase != v1.PhaseRunning {
 		t.Fatalf("after the failed copy: phase %s, scale %+v, operation %+v", c.Status.Phase, c.Status.Scale, c.Status.Operation)
 	}
-	if got := podLabel(t, ctx, "sc-2", orchestrate.LabelRole); got == string(v1.RoleReplica) || got == string(v1.RolePrimary) {
+	if got := podLabel(t, ctx, "sc-2", specs.LabelRole); got == string(v1.RoleReplica) || got == string(v1.RolePrimary) {
 		t.Fatalf("the half-copied sc-2 has role %q", got)
 	}
 	// The failed Job is kept for its logs: neither it nor the scale's output holds a password.
@@ -344,7 +345,7 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	if res := mysqlctl(t, "rebuild", "sc", other); res.code != 4 || !strings.Contains(res.stderr, "semi-sync") || !strings.Contains(res.stderr, "changed nothing") {
 		t.Fatalf("rebuild of the last acknowledger %s: exit %d, want 4 and a refusal that changed nothing\n%s", other, res.code, res.stderr)
 	}
-	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || len(c.Status.ErrantInstances) != 1 || podLabel(t, ctx, other, orchestrate.LabelRole) != string(v1.RoleReplica) {
+	if c := getCluster(t, ctx, "sc"); c.Status.Scale != nil || c.Status.Operation != nil || len(c.Status.ErrantInstances) != 1 || podLabel(t, ctx, other, specs.LabelRole) != string(v1.RoleReplica) {
 		t.Fatalf("the refused rebuild left scale %+v, operation %+v, quarantined %+v", c.Status.Scale, c.Status.Operation, c.Status.ErrantInstances)
 	}
 	// A scale to 2 would remove sc-2, the last acknowledger: refused by the plan, before
@@ -370,7 +371,7 @@ func rebuildQuarantined(t *testing.T, ctx context.Context, root, primary string)
 	if rec := provenance(c, victim); rec == nil || rec.Method != "copy" || rec.Donor == "" {
 		t.Fatalf("%s: provenance %+v, want a copy record", victim, rec)
 	}
-	if got := podLabel(t, ctx, victim, orchestrate.LabelRole); got != string(v1.RoleReplica) {
+	if got := podLabel(t, ctx, victim, specs.LabelRole); got != string(v1.RoleReplica) {
 		t.Fatalf("%s has role %q after the rebuild", victim, got)
 	}
 	for _, in := range c.Status.Instances {

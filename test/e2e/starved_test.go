@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
@@ -166,8 +166,8 @@ func (sc *starvedCluster) starve(t *testing.T, ctx context.Context, writers, rou
 		d := db(t, mustPodAddr(t, ctx, v), sc.root)
 		replicatesFrom(t, ctx, v, sc.primary, d)
 		// Replication reaches the primary on its admin port, which the waiting sessions cannot fill.
-		if s, err := slaveStatus(ctx, d); err != nil || s["Master_Port"] != fmt.Sprint(orchestrate.AdminPort) {
-			t.Errorf("%s replicates from port %q (%v), want the admin port %d", v, s["Master_Port"], err, orchestrate.AdminPort)
+		if s, err := slaveStatus(ctx, d); err != nil || s["Master_Port"] != fmt.Sprint(specs.AdminPort) {
+			t.Errorf("%s replicates from port %q (%v), want the admin port %d", v, s["Master_Port"], err, specs.AdminPort)
 		}
 	}
 	return back.Sub(killed), all.Sub(back), total, tooMany
@@ -224,7 +224,7 @@ func (sc *starvedCluster) fillSlots(ctx context.Context, round int) func() ([]in
 // dump logs what the primary's sessions and semi-sync, and the replicas' receivers, show (read
 // through the admin port), for a round that failed.
 func (sc *starvedCluster) dump(t *testing.T, ctx context.Context) {
-	addr, err := r.PodAddr(ctx, "default", sc.primary, orchestrate.AdminPort)
+	addr, err := r.PodAddr(ctx, "default", sc.primary, specs.AdminPort)
 	if err != nil {
 		t.Logf("dump: %v", err)
 		return

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
@@ -136,7 +137,7 @@ func TestSwitchoverUnderWrites(t *testing.T) {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "sw")
-	root := string(secret(t, ctx, "sw").Data[orchestrate.SecretRootPassword])
+	root := string(secret(t, ctx, "sw").Data[specs.SecretRootPassword])
 	addrs, err := r.ServiceAddrs(ctx, "default", "sw-primary", "mysql")
 	if err != nil || len(addrs) != 1 {
 		t.Fatalf("primary endpoints %v %v", addrs, err)
@@ -276,7 +277,7 @@ func TestSecondActorIsRefused(t *testing.T) {
 	if c := getCluster(t, ctx, "held"); c.Status.Operation == nil || c.Status.Operation.Stage != orchestrate.StageWaitingForCandidate {
 		t.Fatalf("killed at WaitingForCandidate, recorded %+v", c.Status.Operation)
 	}
-	root := string(secret(t, ctx, "held").Data[orchestrate.SecretRootPassword])
+	root := string(secret(t, ctx, "held").Data[specs.SecretRootPassword])
 	if !readOnly(t, ctx, db(t, mustPodAddr(t, ctx, "held-0"), root)) {
 		t.Fatal("held-0 is not fenced at WaitingForCandidate")
 	}
@@ -291,8 +292,8 @@ func TestSecondActorIsRefused(t *testing.T) {
 	if readOnly(t, ctx, db(t, mustPodAddr(t, ctx, "held-0"), root)) {
 		t.Error("held-0 is still fenced after abort")
 	}
-	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, "held-0", metav1.GetOptions{})); p.Labels[orchestrate.LabelRole] != string(v1.RolePrimary) {
-		t.Errorf("held-0 labelled %q after abort", p.Labels[orchestrate.LabelRole])
+	if p := must(r.Client.CoreV1().Pods("default").Get(ctx, "held-0", metav1.GetOptions{})); p.Labels[specs.LabelRole] != string(v1.RolePrimary) {
+		t.Errorf("held-0 labelled %q after abort", p.Labels[specs.LabelRole])
 	}
 	// Nothing in progress is a plain answer, not a refusal, and records nothing.
 	if res := mysqlctl(t, "abort", "held"); res.code != 0 || !strings.Contains(res.stdout, "nothing to abort") {
@@ -314,7 +315,7 @@ func TestSwitchoverResumesAfterKillAtEveryStage(t *testing.T) {
 		t.Fatalf("create: %d %s", res.code, res.stderr)
 	}
 	defer deleteCluster(t, "swk")
-	root := string(secret(t, ctx, "swk").Data[orchestrate.SecretRootPassword])
+	root := string(secret(t, ctx, "swk").Data[specs.SecretRootPassword])
 	if _, err := db(t, mustPodAddr(t, ctx, "swk-0"), root).ExecContext(ctx, "CREATE TABLE mysql.swk_marker (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}

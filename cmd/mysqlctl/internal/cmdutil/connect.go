@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -60,7 +61,7 @@ func (f *Factory) PooledConnector(name string) (orchestrate.Connector, func(), e
 }
 
 func podTarget(pod *corev1.Pod) topology.Target {
-	return topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: orchestrate.PodPort(pod)}
+	return topology.Target{Name: pod.Name, Namespace: pod.Namespace, Pod: pod.Name, Host: pod.Status.PodIP, Port: specs.PodPort(pod)}
 }
 
 // dialer resolves a --dialer name.

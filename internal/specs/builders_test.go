@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	"os"
@@ -14,19 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
 	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
 )
-
-func testCluster(mutate ...func(*v1.MysqlCluster)) *v1.MysqlCluster {
-	c := &v1.MysqlCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "db", UID: "uid-1", Generation: 1},
-		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3, Storage: v1.StorageSpec{Size: "1Gi"}},
-	}
-	for _, m := range mutate {
-		m(c)
-	}
-	return c
-}
 
 func TestRenderMyCnfPerFlavor(t *testing.T) {
 	tests := []struct {
@@ -37,7 +27,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 	}{
 		{
 			name:    "mariadb",
-			cluster: testCluster(),
+			cluster: testenv.Cluster(),
 			want: []string{
 				"[mysqld]\n", "log_bin = mysql-bin\n", "log_slave_updates = ON\n", "gtid_strict_mode = ON\n",
 				"read_only = ON\n", "sync_binlog = 1\n", "innodb_flush_log_at_trx_commit = 1\n", "skip_slave_start = ON\n",
@@ -48,7 +38,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 		},
 		{
 			name:    "mysql",
-			cluster: testCluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }),
+			cluster: testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }),
 			want: []string{
 				"gtid_mode = ON\n", "enforce_gtid_consistency = ON\n", "super_read_only = ON\n", "read_only = ON\n",
 				"loose_log_replica_updates = ON\n", "loose_skip_replica_start = ON\n", "loose_rpl_semi_sync_source_wait_point = AFTER_SYNC\n",
@@ -57,7 +47,7 @@ func TestRenderMyCnfPerFlavor(t *testing.T) {
 		},
 		{
 			name: "user config appended in key order, semi-sync timeout honoured",
-			cluster: testCluster(func(c *v1.MysqlCluster) {
+			cluster: testenv.Cluster(func(c *v1.MysqlCluster) {
 				c.Spec.MysqlConfig = map[string]string{"max_connections": "500", "innodb_buffer_pool_size": "1G"}
 				c.Spec.SemiSync.Timeout = &metav1.Duration{Duration: 90e9}
 			}),
@@ -89,7 +79,7 @@ func TestRenderMyCnfRefusesOwnedAndMultilineKeys(t *testing.T) {
 		"loose_read_only, server-id, skip-log-bin": {"server-id": "9", "loose_read_only": "OFF", "skip-log-bin": "1", "max_connections": "10"},
 		"single-line": {"init_connect": "SET x=1\n[client]"},
 	} {
-		_, err := RenderMyCnf(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = want }))
+		_, err := RenderMyCnf(testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = want }))
 		if err == nil || !strings.Contains(err.Error(), cfg) {
 			t.Errorf("%v: got %v, want an error naming %q", want, err, cfg)
 		}
@@ -97,7 +87,7 @@ func TestRenderMyCnfRefusesOwnedAndMultilineKeys(t *testing.T) {
 }
 
 func TestBuildStatefulSet(t *testing.T) {
-	c := testCluster(func(c *v1.MysqlCluster) { c.Spec.Storage.StorageClassName = ptr.To("rig") })
+	c := testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Storage.StorageClassName = ptr.To("rig") })
 	sts, err := BuildStatefulSet(c)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +202,7 @@ func TestBuildStatefulSet(t *testing.T) {
 	}
 
 	// MySQL images use their own variable and client names.
-	my, err := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }))
+	my, err := BuildStatefulSet(testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Image = "mysql:8.4" }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +212,7 @@ func TestBuildStatefulSet(t *testing.T) {
 	// An upgrade in progress drives the partition, for the template it rolls out only: a
 	// template changed meanwhile restarts nothing (partition = replicas) until the upgrade
 	// adopts it.
-	hash, err := TemplateHash(testCluster())
+	hash, err := TemplateHash(testenv.Cluster())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +220,7 @@ func TestBuildStatefulSet(t *testing.T) {
 		image, hash string
 		want        int32
 	}{{"", hash, 1}, {"mariadb:11.8", hash, 3}, {"", "", 3}} {
-		up, _ := BuildStatefulSet(testCluster(func(cl *v1.MysqlCluster) {
+		up, _ := BuildStatefulSet(testenv.Cluster(func(cl *v1.MysqlCluster) {
 			if c.image != "" {
 				cl.Spec.Image = c.image
 			}
@@ -241,8 +231,8 @@ func TestBuildStatefulSet(t *testing.T) {
 		}
 	}
 	// The config hash follows my.cnf and nothing else.
-	other, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = map[string]string{"max_connections": "9"} }))
-	same, _ := BuildStatefulSet(testCluster(func(c *v1.MysqlCluster) { c.Spec.Replicas = 5 }))
+	other, _ := BuildStatefulSet(testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.MysqlConfig = map[string]string{"max_connections": "9"} }))
+	same, _ := BuildStatefulSet(testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Replicas = 5 }))
 	h := sts.Spec.Template.Annotations[AnnotationConfigHash]
 	if other.Spec.Template.Annotations[AnnotationConfigHash] == h || same.Spec.Template.Annotations[AnnotationConfigHash] != h {
 		t.Error("config hash must change with my.cnf only")
@@ -250,7 +240,7 @@ func TestBuildStatefulSet(t *testing.T) {
 }
 
 func TestServices(t *testing.T) {
-	c := testCluster(func(c *v1.MysqlCluster) { c.Spec.PrimaryService = "writer" })
+	c := testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.PrimaryService = "writer" })
 	h, p, r := BuildHeadlessService(c), BuildPrimaryService(c), BuildReplicaService(c)
 	if h.Spec.ClusterIP != corev1.ClusterIPNone || !h.Spec.PublishNotReadyAddresses || h.Name != "demo-instances" {
 		t.Errorf("headless %+v", h.Spec)
@@ -264,11 +254,11 @@ func TestServices(t *testing.T) {
 }
 
 func TestBuildSecret(t *testing.T) {
-	s1, err := BuildSecret(testCluster())
+	s1, err := BuildSecret(testenv.Cluster())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, _ := BuildSecret(testCluster())
+	s2, _ := BuildSecret(testenv.Cluster())
 	if s1.Name != "demo-credentials" || len(MissingSecretKeys(s1)) != 0 {
 		t.Fatalf("secret %s missing %v", s1.Name, MissingSecretKeys(s1))
 	}
@@ -313,7 +303,7 @@ func TestPDBFailClosed(t *testing.T) {
 		}, 0},
 	}
 	for _, tt := range tests {
-		c := testCluster()
+		c := testenv.Cluster()
 		if tt.mut != nil {
 			tt.mut(c)
 		}
@@ -332,7 +322,7 @@ func TestConvergenceFromStatus(t *testing.T) {
 			Instances: []v1.InstanceStatus{{Name: "demo-0", Role: v1.RolePrimary}, {Name: "demo-1", Role: v1.RoleReplica}, {Name: "demo-2", Role: v1.RoleReplica}},
 		}
 	}
-	if cv := ConvergenceFromStatus(testCluster(healthy), true); !cv.Converged() {
+	if cv := ConvergenceFromStatus(testenv.Cluster(healthy), true); !cv.Converged() {
 		t.Errorf("healthy cluster not converged: %+v", cv)
 	}
 	for name, mut := range map[string]func(*v1.MysqlCluster){
@@ -344,14 +334,14 @@ func TestConvergenceFromStatus(t *testing.T) {
 		"one not ready":    func(c *v1.MysqlCluster) { c.Status.ReadyInstances = 2 },
 		"upgrading":        func(c *v1.MysqlCluster) { c.Status.Upgrade = &v1.UpgradeStatus{Barrier: v1.UpgradePreparing} },
 	} {
-		if ConvergenceFromStatus(testCluster(healthy, mut), true).Converged() {
+		if ConvergenceFromStatus(testenv.Cluster(healthy, mut), true).Converged() {
 			t.Errorf("%s: converged, want fail-closed", name)
 		}
 	}
 }
 
 func TestPodHost(t *testing.T) {
-	c := testCluster() // demo in namespace db
+	c := testenv.Cluster() // demo in namespace db
 	if got, want := PodHost(c, "demo-2"), "demo-2.demo-instances.db.svc"; got != want {
 		t.Errorf("PodHost = %q, want %q", got, want)
 	}
@@ -366,7 +356,7 @@ func TestPodHost(t *testing.T) {
 	if h := BuildHeadlessService(c); h.Name != sts.Spec.ServiceName || h.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("the governing Service %s (clusterIP %q) must be the headless one", h.Name, h.Spec.ClusterIP)
 	}
-	other := testCluster(func(c *v1.MysqlCluster) { c.Name, c.Namespace = "orders", "shop" })
+	other := testenv.Cluster(func(c *v1.MysqlCluster) { c.Name, c.Namespace = "orders", "shop" })
 	if got, want := PodHost(other, "orders-1"), "orders-1.orders-instances.shop.svc"; got != want {
 		t.Errorf("PodHost = %q, want %q", got, want)
 	}

@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +17,8 @@ func mysqlServicePort() []corev1.ServicePort {
 // addresses so instances can reach each other by name while they are still being joined.
 func BuildHeadlessService(c *v1.MysqlCluster) *corev1.Service {
 	return &corev1.Service{
-		TypeMeta:   typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(c, HeadlessServiceName(c), "instances"),
+		TypeMeta:   TypeMeta("v1", "Service"),
+		ObjectMeta: ObjectMeta(c, HeadlessServiceName(c), "instances"),
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
@@ -33,8 +33,8 @@ func BuildPrimaryService(c *v1.MysqlCluster) *corev1.Service {
 	sel := SelectorLabels(c)
 	sel[LabelRole] = string(v1.RolePrimary)
 	return &corev1.Service{
-		TypeMeta:   typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(c, PrimaryServiceName(c), "primary"),
+		TypeMeta:   TypeMeta("v1", "Service"),
+		ObjectMeta: ObjectMeta(c, PrimaryServiceName(c), "primary"),
 		Spec:       corev1.ServiceSpec{Selector: sel, Ports: mysqlServicePort()},
 	}
 }
@@ -44,8 +44,8 @@ func BuildReplicaService(c *v1.MysqlCluster) *corev1.Service {
 	sel := SelectorLabels(c)
 	sel[LabelRole] = string(v1.RoleReplica)
 	return &corev1.Service{
-		TypeMeta:   typeMeta("v1", "Service"),
-		ObjectMeta: objectMeta(c, ReplicaServiceName(c), "replicas"),
+		TypeMeta:   TypeMeta("v1", "Service"),
+		ObjectMeta: ObjectMeta(c, ReplicaServiceName(c), "replicas"),
 		Spec:       corev1.ServiceSpec{Selector: sel, Ports: mysqlServicePort()},
 	}
 }

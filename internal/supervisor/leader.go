@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 import (
 	"context"
@@ -15,19 +15,19 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
-// leaderElection is where `watch --leader-elect` elects its leader.
-type leaderElection struct {
+// LeaderElection is where `watch --leader-elect` elects its leader.
+type LeaderElection struct {
 	Namespace, Name, Identity string
 	// SetLeader is told when this process starts and stops leading.
 	SetLeader func(bool)
 	Report    func(orchestrate.Transition)
 }
 
-// leaderLeaseName is the default name of the leader Lease: one per scope of supervision, so
+// LeaderLeaseName is the default name of the leader Lease: one per scope of supervision, so
 // that `watch --leader-elect demo` and `watch --leader-elect other` in one namespace do not
 // elect one leader between them (and leave a cluster unsupervised). Cluster names hold no dots,
 // so no cluster's own Lease can have this name.
-func leaderLeaseName(allNamespaces bool, ns, name, selector string) string {
+func LeaderLeaseName(allNamespaces bool, ns, name, selector string) string {
 	n := "mysqlctl.watch-leader"
 	switch {
 	case allNamespaces:
@@ -51,7 +51,7 @@ func leaderLeaseName(allNamespaces bool, ns, name, selector string) string {
 // finished): the Lease is released then, explicitly, never while supervision still runs.
 // Leading is an optimisation, not the safety: every cluster is still supervised only under its
 // own Lease NAME-watch, and every action under the cluster's Lease.
-func (l leaderElection) run(ctx context.Context, cfg *rest.Config, supervise, standby func(context.Context)) error {
+func (l LeaderElection) Run(ctx context.Context, cfg *rest.Config, supervise, standby func(context.Context)) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func (l leaderElection) run(ctx context.Context, cfg *rest.Config, supervise, st
 
 // term stands by until this process leads, then supervises until leadership is lost or ctx
 // ends. done is true when supervise returned by itself.
-func (l leaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, supervise, standby func(context.Context)) (done bool, err error) {
+func (l LeaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, supervise, standby func(context.Context)) (done bool, err error) {
 	// The elector runs on its own context, ended only once supervision has returned.
 	elCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
@@ -130,7 +130,7 @@ func (l leaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, 
 
 // release gives the leader Lease up when this process still holds it, as client-go does on
 // cancel: no holder, a one-second duration, so that a standby takes it at once.
-func (l leaderElection) release(lock *resourcelock.LeaseLock) {
+func (l LeaderElection) release(lock *resourcelock.LeaseLock) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec, _, err := lock.Get(ctx)

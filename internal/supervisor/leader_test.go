@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 import (
 	"context"
@@ -35,12 +35,12 @@ func TestLeaderElection(t *testing.T) {
 		}
 	}
 	standby := func(ctx context.Context) { standbys.Add(1); <-ctx.Done() }
-	elect := func(who string) leaderElection {
-		return leaderElection{Namespace: "default", Name: "mysqlctl.watch-leader.test", Identity: who, SetLeader: func(bool) {}, Report: func(orchestrate.Transition) {}}
+	elect := func(who string) LeaderElection {
+		return LeaderElection{Namespace: "default", Name: "mysqlctl.watch-leader.test", Identity: who, SetLeader: func(bool) {}, Report: func(orchestrate.Transition) {}}
 	}
 	actx, stopA := context.WithCancel(ctx)
 	aDone := make(chan error, 1)
-	go func() { aDone <- elect("a").run(actx, env.Config, supervise("a", 2*time.Second), standby) }()
+	go func() { aDone <- elect("a").Run(actx, env.Config, supervise("a", 2*time.Second), standby) }()
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
@@ -53,7 +53,7 @@ func TestLeaderElection(t *testing.T) {
 	bctx, stopB := context.WithCancel(ctx)
 	defer stopB()
 	bDone := make(chan error, 1)
-	go func() { bDone <- elect("b").run(bctx, env.Config, supervise("b", 0), standby) }()
+	go func() { bDone <- elect("b").Run(bctx, env.Config, supervise("b", 0), standby) }()
 	waitFor("b to stand by", func() bool { return standbys.Load() >= 1 })
 	time.Sleep(3 * time.Second)
 	if supervising.Load() != 1 {
@@ -89,7 +89,7 @@ func TestLeaderElection(t *testing.T) {
 	defer stopC()
 	done := make(chan error, 1)
 	go func() {
-		done <- elect("c").run(cctx, env.Config, func(context.Context) { terms.Add(1) }, standby)
+		done <- elect("c").Run(cctx, env.Config, func(context.Context) { terms.Add(1) }, standby)
 	}()
 	select {
 	case err := <-done:
@@ -100,10 +100,10 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("run went on after supervise returned by itself (%d terms)", terms.Load())
 	}
 
-	if a, b := leaderLeaseName(false, "db", "demo", ""), leaderLeaseName(false, "db", "other", ""); a == b {
+	if a, b := LeaderLeaseName(false, "db", "demo", ""), LeaderLeaseName(false, "db", "other", ""); a == b {
 		t.Errorf("watch demo and watch other elect on the same Lease %s", a)
 	}
-	if a, b := leaderLeaseName(true, "", "", ""), leaderLeaseName(false, "db", "", ""); a == b {
+	if a, b := LeaderLeaseName(true, "", "", ""), LeaderLeaseName(false, "db", "", ""); a == b {
 		t.Errorf("-A and one namespace elect on the same Lease %s", a)
 	}
 }

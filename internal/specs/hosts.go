@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"

@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +60,7 @@ func SelectorLabels(c *v1.MysqlCluster) map[string]string {
 	return map[string]string{LabelName: "mysql", LabelInstance: c.Name, LabelManagedBy: FieldOwner}
 }
 
-func labelsWith(c *v1.MysqlCluster, component string) map[string]string {
+func LabelsWith(c *v1.MysqlCluster, component string) map[string]string {
 	l := SelectorLabels(c)
 	l[LabelComponent] = component
 	return l
@@ -118,11 +118,11 @@ func ownerRef(c *v1.MysqlCluster) []metav1.OwnerReference {
 	}}
 }
 
-func objectMeta(c *v1.MysqlCluster, name, component string) metav1.ObjectMeta {
+func ObjectMeta(c *v1.MysqlCluster, name, component string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:            name,
 		Namespace:       c.Namespace,
-		Labels:          labelsWith(c, component),
+		Labels:          LabelsWith(c, component),
 		OwnerReferences: ownerRef(c),
 	}
 }

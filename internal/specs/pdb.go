@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	policyv1 "k8s.io/api/policy/v1"
@@ -70,8 +70,8 @@ func BuildPDB(c *v1.MysqlCluster, cv Convergence) *policyv1.PodDisruptionBudget 
 	}
 	policy := policyv1.IfHealthyBudget
 	return &policyv1.PodDisruptionBudget{
-		TypeMeta:   typeMeta("policy/v1", "PodDisruptionBudget"),
-		ObjectMeta: objectMeta(c, c.Name, "disruption-budget"),
+		TypeMeta:   TypeMeta("policy/v1", "PodDisruptionBudget"),
+		ObjectMeta: ObjectMeta(c, c.Name, "disruption-budget"),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable:             &maxUnavailable,
 			Selector:                   &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},

@@ -1,4 +1,4 @@
-package main
+package supervisor
 
 import (
 	"context"
@@ -8,24 +8,25 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
-// watchCache starts one informer cache on the MysqlClusters in ns ("" for all) and on the pods
+// Cache starts one informer cache on the MysqlClusters in ns ("" for all) and on the pods
 // and EndpointSlices mysqlctl manages there, and returns it once synced. The supervisor's checks
 // read clusters and pods from it (no request per check), and its informers wake supervisors
-// (see wakeOnChanges).
-func watchCache(ctx context.Context, cfg *rest.Config, ns string) (crcache.Cache, error) {
-	managed := labels.SelectorFromSet(labels.Set{orchestrate.LabelManagedBy: orchestrate.FieldOwner})
+// (see WakeOnChanges).
+func Cache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns string) (crcache.Cache, error) {
+	managed := labels.SelectorFromSet(labels.Set{specs.LabelManagedBy: specs.FieldOwner})
 	opts := crcache.Options{
-		Scheme: cmdutil.Scheme(),
+		Scheme: scheme,
 		ByObject: map[client.Object]crcache.ByObject{
 			&corev1.Pod{}:                {Label: managed},
 			&discoveryv1.EndpointSlice{}: {Label: managed},
@@ -40,7 +41,7 @@ func watchCache(ctx context.Context, cfg *rest.Config, ns string) (crcache.Cache
 	}
 	for _, obj := range []client.Object{&v1.MysqlCluster{}, &corev1.Pod{}, &discoveryv1.EndpointSlice{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return nil, cmdutil.ExplainAPIError(err)
+			return nil, err
 		}
 	}
 	go func() { _ = c.Start(ctx) }()
@@ -50,15 +51,15 @@ func watchCache(ctx context.Context, cfg *rest.Config, ns string) (crcache.Cache
 	return c, nil
 }
 
-// wakeOnChanges wakes a cluster's supervisor for a check at once, instead of at its next
+// WakeOnChanges wakes a cluster's supervisor for a check at once, instead of at its next
 // interval, when a change can matter to its primary: a pod deleted, readied, unreadied or
 // re-addressed; the primary Service's endpoints; a new spec or a request left on the cluster.
 // Status writes wake nothing (the supervisor makes them). Every cluster added, changed or
 // deleted is also given to onCluster, when set (metrics).
-func wakeOnChanges(ctx context.Context, c crcache.Cache, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) error {
+func WakeOnChanges(ctx context.Context, c crcache.Cache, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) error {
 	wake := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok {
-			if name := m.GetLabels()[orchestrate.LabelInstance]; name != "" {
+			if name := m.GetLabels()[specs.LabelInstance]; name != "" {
 				sup.Wake(client.ObjectKey{Namespace: m.GetNamespace(), Name: name})
 			}
 		}

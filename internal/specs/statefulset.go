@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	"crypto/sha256"
@@ -30,29 +30,29 @@ const (
 	ContainerName = "mysql"
 )
 
-// flavorTools are the per-flavor names the official images use.
-type flavorTools struct {
-	rootPasswordEnv string
-	client, admin   string
-	// dump is the logical backup tool a seed Job copies a donor with.
-	dump string
-	// env is what else the image's entrypoint is told: MariaDB's upgrades the system tables
+// FlavorTools are the per-flavor names the official images use.
+type FlavorTools struct {
+	RootPasswordEnv string
+	Client, Admin   string
+	// Dump is the logical backup tool a seed Job copies a donor with.
+	Dump string
+	// Env is what else the image's entrypoint is told: MariaDB's upgrades the system tables
 	// (mariadb-upgrade) when the data directory was last used by another version, before the
 	// server starts; MySQL 8.0.16 and later upgrade themselves at startup.
-	env []corev1.EnvVar
+	Env []corev1.EnvVar
 }
 
-func toolsFor(c *v1.MysqlCluster) flavorTools {
+func ToolsFor(c *v1.MysqlCluster) FlavorTools {
 	flavor := c.Spec.Flavor
 	if flavor == "" {
 		flavor = v1.FlavorFromImage(c.Spec.Image)
 	}
 	if flavor == v1.FlavorMariaDB {
 		// MariaDB 11 images no longer ship the mysql* names.
-		return flavorTools{rootPasswordEnv: "MARIADB_ROOT_PASSWORD", client: "mariadb", admin: "mariadb-admin", dump: "mariadb-dump",
-			env: []corev1.EnvVar{{Name: "MARIADB_AUTO_UPGRADE", Value: "1"}}}
+		return FlavorTools{RootPasswordEnv: "MARIADB_ROOT_PASSWORD", Client: "mariadb", Admin: "mariadb-admin", Dump: "mariadb-dump",
+			Env: []corev1.EnvVar{{Name: "MARIADB_AUTO_UPGRADE", Value: "1"}}}
 	}
-	return flavorTools{rootPasswordEnv: "MYSQL_ROOT_PASSWORD", client: "mysql", admin: "mysqladmin", dump: "mysqldump"}
+	return FlavorTools{RootPasswordEnv: "MYSQL_ROOT_PASSWORD", Client: "mysql", Admin: "mysqladmin", Dump: "mysqldump"}
 }
 
 // initScript derives server_id from the pod's ordinal (the hostname's last '-' field) and
@@ -72,8 +72,8 @@ printf '[mysqld]\nserver_id = %%d\nreport_host = %%s\n' "$((%[4]d + ordinal))" "
 // skip_networking, and a pod must not be Ready (nor bootstrap connect to it) until the real
 // server listens on the network. readySQL fails there, so the client's exit status is the
 // answer: the shell only sets MYSQL_PWD and execs the client (no subshell, no second process).
-func readinessCommand(t flavorTools) []string {
-	return []string{"sh", "-c", fmt.Sprintf(`MYSQL_PWD="$%s" exec %s --protocol=socket -uroot -N -B -e '%s'`, t.rootPasswordEnv, t.client, readySQL)}
+func readinessCommand(t FlavorTools) []string {
+	return []string{"sh", "-c", fmt.Sprintf(`MYSQL_PWD="$%s" exec %s --protocol=socket -uroot -N -B -e '%s'`, t.RootPasswordEnv, t.Client, readySQL)}
 }
 
 // readySQL succeeds only on a server with networking on: with skip_networking the scalar
@@ -93,7 +93,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec.storage.size %q: %w", storageSize(c), err)
 	}
-	t := toolsFor(c)
+	t := ToolsFor(c)
 	startup, readiness, liveness := probes(t)
 	replicas := c.Spec.Replicas
 	if replicas == 0 {
@@ -108,14 +108,14 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 	fsGroup := int64(999)
 	noLinks := false
 	sel := SelectorLabels(c)
-	rootPassword := corev1.EnvVar{Name: t.rootPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+	rootPassword := corev1.EnvVar{Name: t.RootPasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: SecretName(c)}, Key: SecretRootPassword,
 	}}}
 	mounts := []corev1.VolumeMount{{Name: "data", MountPath: DataDir}, {Name: "conf", MountPath: ConfDir}}
 
 	sts := &appsv1.StatefulSet{
-		TypeMeta:   typeMeta("apps/v1", "StatefulSet"),
-		ObjectMeta: objectMeta(c, StatefulSetName(c), "database"),
+		TypeMeta:   TypeMeta("apps/v1", "StatefulSet"),
+		ObjectMeta: ObjectMeta(c, StatefulSetName(c), "database"),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    &replicas,
 			ServiceName: HeadlessServiceName(c),
@@ -135,7 +135,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels:      labelsWith(c, "database"),
+					Labels:      LabelsWith(c, "database"),
 					Annotations: map[string]string{AnnotationConfigHash: configHash(cnf)},
 				},
 				Spec: corev1.PodSpec{
@@ -163,7 +163,7 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 					Containers: []corev1.Container{{
 						Name:           ContainerName,
 						Image:          c.Spec.Image,
-						Env:            append([]corev1.EnvVar{rootPassword}, t.env...),
+						Env:            append([]corev1.EnvVar{rootPassword}, t.Env...),
 						Ports:          containerPorts(c),
 						VolumeMounts:   mounts,
 						Resources:      c.Spec.Resources,
@@ -193,14 +193,14 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 	// template changed meanwhile (a new image or configuration applied in the middle) gets
 	// partition = replicas, so it restarts nothing, the primary included, until the upgrade
 	// adopts it in its Preparing stage.
-	if up := c.Status.Upgrade; up != nil && up.Partition != nil && up.TemplateHash == templateHash(sts) {
+	if up := c.Status.Upgrade; up != nil && up.Partition != nil && up.TemplateHash == StatefulSetTemplateHash(sts) {
 		partition = *up.Partition
 	}
 	return sts, nil
 }
 
 // templateHash identifies a pod template.
-func templateHash(sts *appsv1.StatefulSet) string {
+func StatefulSetTemplateHash(sts *appsv1.StatefulSet) string {
 	b, err := json.Marshal(sts.Spec.Template)
 	if err != nil {
 		return ""
@@ -216,7 +216,7 @@ func TemplateHash(c *v1.MysqlCluster) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return templateHash(sts), nil
+	return StatefulSetTemplateHash(sts), nil
 }
 
 func storageSize(c *v1.MysqlCluster) string {
@@ -227,7 +227,7 @@ func storageSize(c *v1.MysqlCluster) string {
 }
 
 // probes returns the database container's startup, readiness and liveness probes.
-func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
+func probes(t FlavorTools) (startup, readiness, liveness *corev1.Probe) {
 	// Started means the server listens for clients: the entrypoint's temporary
 	// init server runs with networking off, so the port opens only for the
 	// server that serves. A TCP connect from the node costs no process, so it
@@ -268,7 +268,7 @@ func probes(t flavorTools) (startup, readiness, liveness *corev1.Probe) {
 	// answered no ping for at least 65 s (three failed probes after a last good one, then a 5 s
 	// timeout), about 85 s at most.
 	liveness = &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{t.admin, "--protocol=socket", "ping"}}},
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{t.Admin, "--protocol=socket", "ping"}}},
 		PeriodSeconds:    20,
 		TimeoutSeconds:   5,
 		FailureThreshold: 4,

@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	"crypto/sha256"
@@ -169,8 +169,8 @@ func BuildConfigMap(c *v1.MysqlCluster) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	return &corev1.ConfigMap{
-		TypeMeta:   typeMeta("v1", "ConfigMap"),
-		ObjectMeta: objectMeta(c, ConfigMapName(c, cnf), "config"),
+		TypeMeta:   TypeMeta("v1", "ConfigMap"),
+		ObjectMeta: ObjectMeta(c, ConfigMapName(c, cnf), "config"),
 		Data:       map[string]string{ConfigFileName: cnf},
 	}, nil
 }

@@ -1,4 +1,4 @@
-package orchestrate
+package specs
 
 import (
 	"crypto/rand"
@@ -59,7 +59,7 @@ func BuildSecret(c *v1.MysqlCluster) (*corev1.Secret, error) {
 		data[k] = []byte(p)
 	}
 	return &corev1.Secret{
-		TypeMeta: typeMeta("v1", "Secret"),
+		TypeMeta: TypeMeta("v1", "Secret"),
 		// No owner reference: the Secret outlives the cluster like the data volumes do, because
 		// retained data can only be opened with these passwords. `delete --delete-data` removes it.
 		ObjectMeta: secretMeta(c),
@@ -96,12 +96,19 @@ func RandomPassword(n int) (string, error) {
 	return string(b), nil
 }
 
-func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+func TypeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 }
 
 func secretMeta(c *v1.MysqlCluster) metav1.ObjectMeta {
-	m := objectMeta(c, SecretName(c), "credentials")
+	m := ObjectMeta(c, SecretName(c), "credentials")
 	m.OwnerReferences = nil
 	return m
 }
+
+// Default names of the application accounts, used when the credentials Secret does not name
+// them (SecretAppUser, SecretAppReadOnlyUser).
+const (
+	DefaultAppUser         = "app"
+	DefaultAppReadOnlyUser = "app_ro"
+)
