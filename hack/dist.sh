@@ -2,7 +2,8 @@
 # Cross-builds the release archives, their checksums and the krew manifest; `make dist` runs it.
 #
 #   DIST_DIR/mysqlctl_<VERSION>_<os>_<arch>.tar.gz   kubectl-mysql, mysqlctl (the same binary),
-#                                                   README.md and LICENSE
+#                                                   README.md, LICENSE and docs/ (the manual the
+#                                                   README links to)
 #   DIST_DIR/checksums.txt                          sha256sum format, one line per archive
 #   DIST_DIR/mysql.yaml                             plugins/mysql.yaml rendered for these archives
 #
@@ -88,9 +89,12 @@ for p in $DIST_PLATFORMS; do
   chmod 0755 "$dir/kubectl-mysql"
   cp "$dir/kubectl-mysql" "$dir/mysqlctl"
   for f in "${extra[@]}"; do install -m 0644 "$f" "$dir/$f"; done
-  # Entries in byte order (--sort=name orders only what tar finds in directories).
-  (cd "$dir" && LC_ALL=C ls -A | "$TAR" --format=gnu --sort=name --mtime=@0 --owner=0 --group=0 \
-    --numeric-owner --no-recursion -T - -cf -) | gzip -n >"$DIST_DIR/$name"
+  while IFS= read -r f; do install -D -m 0644 "$f" "$dir/$f"; done < <(find docs -type f -name "*.md")
+  find "$dir/docs" -type d -exec chmod 0755 {} +
+  # Entries in byte order, each directory before what it holds (--sort=name orders only what
+  # tar finds in directories).
+  (cd "$dir" && find . -mindepth 1 | sed 's|^\./||' | LC_ALL=C sort | "$TAR" --format=gnu --sort=name --mtime=@0 \
+    --owner=0 --group=0 --numeric-owner --no-recursion -T - -cf -) | gzip -n >"$DIST_DIR/$name"
   archives+=("$name")
 done
 

@@ -67,8 +67,14 @@ printf '#!/bin/sh\necho "kubectl-mysql for %s/%s"\n' "$GOOS" "$GOARCH" >"$out"
 			t.Fatalf("%s: kubectl-krew install from %s: %v\n%s", p, srv.URL, err, out)
 		}
 		store := filepath.Join(root, "store", "mysql", ver)
-		if names := dirNames(t, store); !slices.Equal(names, []string{"LICENSE", "README.md", "kubectl-mysql"}) {
+		if names := dirNames(t, store); !slices.Equal(names, []string{"LICENSE", "README.md", "docs", "kubectl-mysql"}) {
 			t.Errorf("%s: krew installed %v", p, names)
+		}
+		// The manual the README links to (docs/…) is installed beside it, whole.
+		for _, doc := range []string{"README.md", "getting-started.md", "reference/exit-codes.md"} {
+			if !bytes.Equal(readFile(t, filepath.Join(store, "docs", doc)), readFile(t, filepath.Join(repoRoot, "docs", doc))) {
+				t.Errorf("%s: the installed docs/%s is not the repository's", p, doc)
+			}
 		}
 		if !bytes.Equal(readFile(t, filepath.Join(store, "LICENSE")), license) {
 			t.Errorf("%s: the installed LICENSE is not the repository's", p)
