@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // S3Options configure an object store. The zero value is valid.
@@ -258,8 +259,16 @@ func (s *S3) start(ctx context.Context, bin string, logw io.Writer) error {
 	}
 }
 
+// createBucket creates the bucket, or keeps it when S3Options.Dir already holds it (a store
+// started again over the data of an earlier one, whose root user had other keys).
 func (s *S3) createBucket(ctx context.Context) error {
-	_, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)})
+	c := s.Client()
+	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	var exists *types.BucketAlreadyExists
+	if errors.As(err, &owned) || errors.As(err, &exists) {
+		_, err = c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.Bucket)})
+	}
 	if err != nil {
 		return fmt.Errorf("create bucket %s: %w", s.Bucket, err)
 	}

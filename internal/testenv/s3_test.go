@@ -318,6 +318,34 @@ func TestS3StartStop(t *testing.T) {
 	}
 }
 
+// TestS3DataOutlivesTheServer: a store started over the directory of a stopped one (new keys)
+// serves its bucket and objects, as the rig's store does after `rig down --keep-dir` and `rig up`.
+func TestS3DataOutlivesTheServer(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := StartS3T(t, S3Options{Dir: dir})
+	if _, err := first.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(first.Bucket), Key: aws.String("kept"), Body: strings.NewReader("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	second := StartS3T(t, S3Options{Dir: dir})
+	if second.SecretKey == first.SecretKey {
+		t.Fatal("the second store has the first one's keys")
+	}
+	get, err := second.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(second.Bucket), Key: aws.String("kept")})
+	if err != nil {
+		t.Fatalf("the second store does not serve the first one's object: %v", err)
+	}
+	b, err := io.ReadAll(get.Body)
+	_ = get.Body.Close()
+	if err != nil || string(b) != "kept" {
+		t.Errorf("read %q, %v", b, err)
+	}
+}
+
 // assertNoKeys fails when the store's output or its printed forms show a key.
 func assertNoKeys(t *testing.T, s *S3, logs string) {
 	t.Helper()
