@@ -235,8 +235,9 @@ func (s *S3) start(ctx context.Context, bin string, logw io.Writer) error {
 	s.p.mu.Lock()
 	s.p.cmd, s.p.done = cmd, done
 	s.p.mu.Unlock()
-	s.Endpoint = "http://" + addr
-	s.p.addr = addr
+	if s.p.addr != addr { // a Restart keeps the address: Endpoint is not written again
+		s.Endpoint, s.p.addr = "http://"+addr, addr
+	}
 	hc := &http.Client{Timeout: time.Second}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/health", nil)
