@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,47 +178,17 @@ func TestS3StoppedMidUpload(t *testing.T) {
 			c := s.Client(func(o *s3.Options) {
 				o.Retryer = retry.AddWithMaxBackoffDelay(retry.NewStandard(), 200*time.Millisecond)
 			})
-			tm := transfermanager.New(c, func(o *transfermanager.Options) {
-				o.PartSizeBytes = partSize
-				o.MultipartUploadThreshold = partSize
-				o.Concurrency = 1
-			})
-			// The body stops in its third part until the store is down, after the store has
-			// stored at least one part.
-			body := newStream(2, streamSize)
-			body.pauseAt, body.paused, body.resume = 2*partSize+partSize/2, make(chan struct{}), make(chan struct{})
 			const deadline = 15 * time.Second
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
-			stopped := make(chan error, 1)
-			go func() {
-				select {
-				case <-body.paused:
-				case <-ctx.Done():
-					stopped <- ctx.Err()
-					return
-				}
-				if err := waitForStoredPart(ctx, s, "interrupted"); err != nil {
-					close(body.resume)
-					stopped <- err
-					return
-				}
-				err := tc.stop(s)
-				close(body.resume)
-				stopped <- err
-			}()
 			start := time.Now()
-			_, err := tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
-				Bucket: aws.String(s.Bucket), Key: aws.String("interrupted"), Body: body,
-			})
+			err := uploadInterrupted(ctx, t, s, c, "interrupted", func() error { return tc.stop(s) })
 			took := time.Since(start)
-			if serr := <-stopped; serr != nil {
-				t.Fatalf("stop the store: %v", serr)
-			}
 			if err == nil {
 				t.Fatal("the upload succeeded although the store stopped in the middle")
 			}
-			if errors.Is(err, context.DeadlineExceeded) {
+			// transfermanager flattens causes into its message: the context tells a hang.
+			if ctx.Err() != nil {
 				t.Fatalf("the upload hung until the caller's %s deadline: %v", deadline, err)
 			}
 			t.Logf("upload failed after %s: %v", took.Round(time.Millisecond), err)
@@ -250,6 +221,66 @@ func TestS3StoppedMidUpload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestS3FrozenMidUpload: a store that stops answering (SIGSTOP: connections open, nothing read)
+// in the middle of a multipart upload holds the upload until the caller's deadline and no longer:
+// the SDK's client has no timeout of its own, so a backup must give every transfer a deadline.
+func TestS3FrozenMidUpload(t *testing.T) {
+	s := StartS3T(t, S3Options{})
+	const deadline = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	pid := s.PID()
+	// Runs before StartS3T's Stop (cleanups run last first): a stopped process ignores SIGTERM.
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	start := time.Now()
+	err := uploadInterrupted(ctx, t, s, s.Client(), "frozen", func() error { return syscall.Kill(pid, syscall.SIGSTOP) })
+	took := time.Since(start)
+	// transfermanager v0.5 flattens the cause into its message (errors.Is finds no
+	// DeadlineExceeded in it): the caller's context says why.
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("upload to a frozen store: %v (context: %v), want a failure at the caller's deadline", err, ctx.Err())
+	}
+	// It ended with its deadline, not when the store woke up.
+	if st := procState(pid); st != 'T' {
+		t.Errorf("the store's state is %q when the upload returns, want T (still stopped)", st)
+	}
+	t.Logf("upload ended after %s: %v", took.Round(time.Millisecond), err)
+}
+
+// uploadInterrupted uploads a streamed body to key in 5 MiB parts, one at a time, and calls
+// interrupt (the test fails if it errs) once the store holds a part and the body is in its third;
+// it returns the upload's error.
+func uploadInterrupted(ctx context.Context, t *testing.T, s *S3, c *s3.Client, key string, interrupt func() error) error {
+	t.Helper()
+	tm := transfermanager.New(c, func(o *transfermanager.Options) {
+		o.PartSizeBytes = partSize
+		o.MultipartUploadThreshold = partSize
+		o.Concurrency = 1
+	})
+	body := newStream(2, streamSize)
+	body.pauseAt, body.paused, body.resume = 2*partSize+partSize/2, make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(body.resume)
+		select {
+		case <-body.paused:
+		case <-ctx.Done():
+			done <- ctx.Err()
+			return
+		}
+		if err := waitForStoredPart(ctx, s, key); err != nil {
+			done <- err
+			return
+		}
+		done <- interrupt()
+	}()
+	_, err := tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), Body: body})
+	if ierr := <-done; ierr != nil {
+		t.Fatalf("interrupt the upload: %v", ierr)
+	}
+	return err
 }
 
 // waitForStoredPart waits until the store holds at least one part of an incomplete upload of key.
@@ -357,6 +388,18 @@ func assertNoKeys(t *testing.T, s *S3, logs string) {
 	if strings.Contains(logs, s.AccessKey) {
 		t.Errorf("the access key shows in the store's output:\n%s", logs)
 	}
+}
+
+// procState is a process's state letter from /proc/PID/stat (0 when it is gone).
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }
 
 // status is the HTTP status of an SDK error (0 for none).
