@@ -36,14 +36,20 @@ dist: ## Cross-build dist/: linux+darwin amd64+arm64 archives, checksums.txt, kr
 controlplane: ## Build (once, cached by version) etcd and the Kubernetes control plane for tests
 	hack/build-controlplane.sh
 
+.PHONY: objectstore
+objectstore: ## Build (once, cached by version) versitygw, the S3-compatible object store of tests and the demo
+	hack/build-s3.sh
+
 .PHONY: test
 test: ## Run every test tier with -race (unit, real MariaDB, real API server, rig end-to-end)
 	MYSQLCTL_CONTROLPLANE_BIN="$$(hack/build-controlplane.sh)" && export MYSQLCTL_CONTROLPLANE_BIN && \
+	MYSQLCTL_S3_BIN="$${MYSQLCTL_S3_BIN:-$$(hack/build-s3.sh)}" && export MYSQLCTL_S3_BIN && \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench
 bench: ## Run the benchmarks (speed and memory targets are measured here, never asserted in tests)
 	MYSQLCTL_CONTROLPLANE_BIN="$$(hack/build-controlplane.sh)" && export MYSQLCTL_CONTROLPLANE_BIN && \
+	MYSQLCTL_S3_BIN="$${MYSQLCTL_S3_BIN:-$$(hack/build-s3.sh)}" && export MYSQLCTL_S3_BIN && \
 	export MYSQLCTL_RIG_MAX_PODS="$${MYSQLCTL_RIG_MAX_PODS:-96}" && \
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
 

@@ -7,6 +7,10 @@
 #   MYSQLCTL_DEMO_DIR          work directory of the rig (default /tmp/mysqlctl-demo)
 #   MYSQLCTL_CONTROLPLANE_BIN  control-plane binaries (default: hack/build-controlplane.sh, which
 #                              builds them once from the Go module proxy, ~10 minutes)
+#   MYSQLCTL_DEMO_S3=1         also run an S3-compatible object store (versitygw) for backups, its
+#                              settings and keys in $MYSQLCTL_DEMO_DIR/s3.env
+#   MYSQLCTL_S3_BIN            the versitygw binary (default: hack/build-s3.sh, which builds it once
+#                              from the Go module proxy, ~5 minutes)
 #
 # Needs root (the node agent uses mount namespaces, bind mounts and iptables), Go, and on Debian
 # installs mariadb-server and iptables when they are missing.
@@ -53,8 +57,18 @@ if [ -z "${MYSQLCTL_CONTROLPLANE_BIN:-}" ]; then
 fi
 export MYSQLCTL_CONTROLPLANE_BIN
 
+up_flags=()
+if [ "${MYSQLCTL_DEMO_S3:-0}" = 1 ]; then
+	if [ -z "${MYSQLCTL_S3_BIN:-}" ]; then
+		step "object store binary (versitygw, built once from the Go module proxy and cached; the first build takes ~5 minutes)"
+		MYSQLCTL_S3_BIN=$(hack/build-s3.sh)
+	fi
+	export MYSQLCTL_S3_BIN
+	up_flags+=(--s3)
+fi
+
 step "starting the rig in $dir"
-bin/rig up --dir "$dir"
+bin/rig up --dir "$dir" "${up_flags[@]}"
 trap 'printf "\ndemo: failed; the rig keeps running in %s (bin/rig status --dir %s); stop it with: make demo-down\n" "$dir" "$dir" >&2' ERR
 export KUBECONFIG="$dir/kubeconfig"
 rig() { bin/rig "$1" --dir "$dir" "${@:2}"; }
@@ -78,6 +92,12 @@ step "pods"
 rig pods -n "$ns"
 
 first_pod=$(rig pods -n "$ns" | awk 'NR == 2 { print $1 }')
+
+if [ -f "$dir/s3.env" ]; then
+	# Outside the "Try:" block: test/demo runs every line of that block.
+	printf '\nAn S3-compatible object store (versitygw) runs for backups: its endpoint, region, bucket and\n'
+	printf 'keys are in %s (mode 0600; `set -a; . %s; set +a` exports them for the AWS SDKs).\n' "$dir/s3.env" "$dir/s3.env"
+fi
 
 # try CMD COMMENT prints one suggestion, aligned. test/demo runs every line printed here.
 try() { printf '  %-62s # %s\n' "$1" "$2"; }

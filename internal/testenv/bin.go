@@ -33,20 +33,29 @@ func findBinDir() (string, error) {
 			return d, checkBins(d, env)
 		}
 	}
-	root, err := RepoRoot()
+	d, script, err := runBuildScript("build-controlplane.sh")
 	if err != nil {
 		return "", err
 	}
-	script := filepath.Join(root, "hack", "build-controlplane.sh")
+	return d, checkBins(d, script)
+}
+
+// runBuildScript runs hack/NAME of the repository, which builds something once and prints where it
+// is, and returns that path and the script's.
+func runBuildScript(name string) (path, script string, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	script = filepath.Join(root, "hack", name)
 	var stderr bytes.Buffer
 	cmd := exec.Command(script)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s failed: %w\n%s", script, err, stderr.String())
+		return "", script, fmt.Errorf("%s failed: %w\n%s", script, err, stderr.String())
 	}
-	d := strings.TrimSpace(string(out))
-	return d, checkBins(d, script)
+	return strings.TrimSpace(string(out)), script, nil
 }
 
 func checkBins(dir, from string) error {
@@ -111,4 +120,17 @@ func childPIDs(dir string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

@@ -11,6 +11,12 @@
 // fails; the processes this package starts itself also get SIGKILL from the kernel if the test
 // binary dies without cleaning up (Pdeathsig).
 //
+// StartS3 (or StartS3T) starts the object store of the test world: versitygw, a real
+// S3-compatible server (SigV4, multipart uploads) over a directory tree, on a free port of
+// 127.0.0.1 with generated keys and a bucket. hack/build-s3.sh builds it from the Go module proxy
+// and caches it by version; MYSQLCTL_S3_BIN names the binary instead. Its keys reach it through
+// its environment, never its command line, and an S3 value prints without its secret key.
+//
 // One control plane per test package is the intended use (a start costs a few seconds):
 //
 //	var env *testenv.Env

@@ -349,7 +349,7 @@ func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill kube-apiserver %d: %w", pid, err)
 	}
-	for e.running(pid) {
+	for alive(pid) {
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
@@ -372,16 +372,6 @@ func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
 			return fmt.Errorf("kube-apiserver did not come back: %w", err)
 		}
 	}
-}
-
-// running reports whether pid is a live (not zombie) process.
-func (e *Env) running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // cmdlineOf returns a process's arguments.

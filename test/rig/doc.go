@@ -28,6 +28,10 @@
 // refuses loopback addresses in EndpointSlices, so the agent publishes FQDN EndpointSlices that
 // ServiceAddrs follows to the pods (see ServiceAddrs).
 //
+// With Options.S3 the rig also runs the test world's S3-compatible object store (testenv.StartS3,
+// versitygw from hack/build-s3.sh or MYSQLCTL_S3_BIN), its data in Dir/s3 and its endpoint and
+// keys in Dir/s3.env (mode 0600); Stop and Down end it with the rest.
+//
 // The rig needs root (mount namespaces and iptables), mariadb-server and the control-plane
 // binaries of hack/build-controlplane.sh (MYSQLCTL_CONTROLPLANE_BIN). The program in cmd/rig runs a
 // rig in the background for people: rig up / down, fault injection, status.

@@ -43,6 +43,9 @@ type Options struct {
 	MaxRestartBackoff time.Duration
 	// Log receives the node agent's and the control plane's output. Nil: Dir/rig.log.
 	Log io.Writer
+	// S3 also starts the test world's object store (versitygw from testenv.StartS3) with its data
+	// in Dir/s3 and its connection settings and keys in Dir/s3.env (mode 0600, never printed).
+	S3 bool
 }
 
 // Timings are the moments a rig reached its stages, for measurements.
@@ -69,6 +72,8 @@ type Rig struct {
 	NodeName, NodeIP string
 	// Timings records the start-up.
 	Timings Timings
+	// S3 is the object store when Options.S3 is set, else nil.
+	S3 *testenv.S3
 
 	env         *testenv.Env
 	agent       *agent.Agent
@@ -189,6 +194,11 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 		ID: r.ID, Dir: dir, Kubeconfig: r.Kubeconfig, Server: r.Config.Host, Socket: sock,
 		NodeName: r.NodeName, NodeIP: r.NodeIP, Timings: r.Timings,
 	}
+	if opts.S3 {
+		if r.state.S3, err = r.startS3(ctx, logw); err != nil {
+			return nil, fmt.Errorf("object store: %w", err)
+		}
+	}
 	if p, ok := procOf(os.Getpid()); ok {
 		r.state.Owner = p
 	}
@@ -201,6 +211,27 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// startS3 starts the object store with its data in the work directory and writes its settings
+// and keys to Dir/s3.env for people and scripts (`. s3.env` sets the AWS SDKs' and CLI's variables).
+func (r *Rig) startS3(ctx context.Context, logw io.Writer) (*S3State, error) {
+	s, err := testenv.StartS3(ctx, testenv.S3Options{Dir: filepath.Join(r.Dir, "s3"), Log: logw})
+	if err != nil {
+		return nil, err
+	}
+	r.S3 = s
+	env := filepath.Join(r.Dir, "s3.env")
+	content := fmt.Sprintf("AWS_ENDPOINT_URL=%s\nAWS_REGION=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nS3_BUCKET=%s\n",
+		s.Endpoint, s.Region, s.AccessKey, s.SecretKey, s.Bucket)
+	if err := os.WriteFile(env, []byte(content), 0o600); err != nil {
+		return nil, err
+	}
+	st := &S3State{Endpoint: s.Endpoint, Region: s.Region, Bucket: s.Bucket, EnvFile: env}
+	if p, ok := procOf(s.PID()); ok {
+		st.Proc = p
+	}
+	return st, nil
 }
 
 // kubeletTLS is the node's kubelet API configuration, as a kubelet with --tls-cert-file and
@@ -289,6 +320,9 @@ func (r *Rig) PIDs() []int {
 	if r.agent != nil {
 		pids = append(pids, r.agent.PIDs()...)
 	}
+	if r.S3 != nil && r.S3.PID() != 0 {
+		pids = append(pids, r.S3.PID())
+	}
 	sort.Ints(pids)
 	return pids
 }
@@ -338,7 +372,7 @@ func cmdline(pid int) []string {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
-// Stop kills every pod process, stops the control plane, removes the rig's iptables rules and
+// Stop kills every pod process, stops the control plane and the object store, removes the rig's iptables rules and
 // cgroups, and removes the work directory if Start created it. Safe to call more than once.
 func (r *Rig) Stop() error {
 	r.stopOnce.Do(func() {
@@ -357,6 +391,11 @@ func (r *Rig) Stop() error {
 		if r.env != nil {
 			if err := r.env.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("control plane: %w", err))
+			}
+		}
+		if r.S3 != nil {
+			if err := r.S3.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("object store: %w", err))
 			}
 		}
 		if r.Dir != "" {

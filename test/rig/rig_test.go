@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	_ "github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -413,8 +415,10 @@ func TestWipeClaim(t *testing.T) {
 // TestTeardownLeavesNothing starts a second rig, leaves it in the messiest state the faults allow
 // (a frozen server, a cut network, a lost pod) and proves Stop removes every process, iptables
 // rule and cgroup it made.
+// TestTeardownLeavesNothing runs a rig with every part (pods under faults, the object store) and
+// proves Stop ends all of it.
 func TestTeardownLeavesNothing(t *testing.T) {
-	rg := rig.StartT(t, rig.Options{})
+	rg := rig.StartT(t, rig.Options{S3: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	two := strings.Replace(string(rig.MariaDBManifest), "replicas: 3", "replicas: 2", 1)
@@ -439,7 +443,17 @@ func TestTeardownLeavesNothing(t *testing.T) {
 			names[strings.TrimSpace(string(b))]++
 		}
 	}
-	for _, want := range []string{"etcd", "kube-apiserver", "mariadbd"} {
+	// The object store answers with the keys of s3.env, which only its owner may read.
+	env := filepath.Join(rg.Dir, "s3.env")
+	if st, err := os.Stat(env); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", env, st.Mode().Perm())
+	}
+	if _, err := rg.S3.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &rg.S3.Bucket}); err != nil {
+		t.Errorf("the rig's object store: %v", err)
+	}
+	for _, want := range []string{"etcd", "kube-apiserver", "mariadbd", "versitygw"} {
 		if names[want] == 0 {
 			t.Errorf("the rig's processes %v include no %s", names, want)
 		}

@@ -39,8 +39,18 @@ type State struct {
 	NodeIP       string    `json:"nodeIP"`
 	Owner        Proc      `json:"owner"`        // the process that runs the node agent
 	ControlPlane []Proc    `json:"controlPlane"` // etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+	S3           *S3State  `json:"s3,omitempty"` // the object store, when the rig runs one
 	Timings      Timings   `json:"timings"`
 	Written      time.Time `json:"written"`
+}
+
+// S3State describes the rig's object store. Its keys are only in EnvFile (mode 0600).
+type S3State struct {
+	Endpoint string `json:"endpoint"`
+	Region   string `json:"region"`
+	Bucket   string `json:"bucket"`
+	EnvFile  string `json:"envFile"`
+	Proc     Proc   `json:"proc"`
 }
 
 // ReadState reads the state of the rig in dir.
@@ -143,11 +153,15 @@ func Down(dir string, timeout time.Duration) error {
 		errs = append(errs, fmt.Errorf("rig process %d did not stop within %s: killed", st.Owner.PID, timeout))
 		st.Owner.signal(syscall.SIGKILL)
 	}
-	for _, p := range append(podProcs, st.ControlPlane...) {
+	procs := append(podProcs, st.ControlPlane...)
+	if st.S3 != nil {
+		procs = append(procs, st.S3.Proc)
+	}
+	for _, p := range procs {
 		p.signal(syscall.SIGCONT)
 		p.signal(syscall.SIGKILL)
 	}
-	for _, p := range append(podProcs, st.ControlPlane...) {
+	for _, p := range procs {
 		for i := 0; p.alive() && i < 50; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -1,6 +1,6 @@
 // Command rig runs the local rig in the background and injects faults into it.
 //
-//	rig up      [--dir DIR] [--crds]             start control plane + node agent in the background
+//	rig up      [--dir DIR] [--crds] [--s3]      start control plane + node agent (+ object store) in the background
 //	rig down    [--dir DIR] [--keep-dir]         stop everything the rig started (by PID)
 //	rig status  [--dir DIR]                      the rig and its pods (kubectl get pods -o wide style)
 //	rig env     [--dir DIR]                      print `export KUBECONFIG=…`
@@ -44,7 +44,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"up", "[--crds] [--foreground] [--timeout D]", "start a rig in the background", cmdUp},
+	{"up", "[--crds] [--s3] [--foreground] [--timeout D]", "start a rig in the background", cmdUp},
 	{"down", "[--keep-dir] [--timeout D]", "stop the rig and everything it started", cmdDown},
 	{"status", "", "show the rig and its pods", cmdStatus},
 	{"env", "", "print the shell commands that point kubectl at the rig", cmdEnv},

@@ -18,6 +18,7 @@ import (
 func cmdUp(c *cli, args []string) error {
 	fs := c.flags(false)
 	crds := fs.Bool("crds", false, "load manifests/crd into the API server at start (default: no CRDs, for `mysqlctl install`)")
+	s3 := fs.Bool("s3", false, "also run an S3-compatible object store (versitygw; settings and keys in DIR/s3.env)")
 	foreground := fs.Bool("foreground", false, "run in the foreground until interrupted")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the rig to come up")
 	pos, _, err := parse(fs, args)
@@ -43,7 +44,7 @@ func cmdUp(c *cli, args []string) error {
 		}
 	}
 	if *foreground {
-		return serve(c, dir, *crds)
+		return serve(c, dir, *crds, *s3)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -61,6 +62,9 @@ func cmdUp(c *cli, args []string) error {
 	serveArgs := []string{"serve", "--dir", dir}
 	if *crds {
 		serveArgs = append(serveArgs, "--crds")
+	}
+	if *s3 {
+		serveArgs = append(serveArgs, "--s3")
 	}
 	cmd := exec.Command(self, serveArgs...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -97,11 +101,16 @@ func printSummary(c *cli, st *rig.State) {
 	_, _ = fmt.Fprintf(c.out, "  node:        %s (%s; pods get addresses in %s0/24)\n", st.NodeName, st.NodeIP, strings.TrimSuffix(st.NodeIP, "1"))
 	_, _ = fmt.Fprintf(c.out, "  kubeconfig:  %s\n", st.Kubeconfig)
 	_, _ = fmt.Fprintf(c.out, "  export KUBECONFIG=%s\n", st.Kubeconfig)
+	if st.S3 != nil {
+		_, _ = fmt.Fprintf(c.out, "  object store: %s (path-style, region %s, bucket %s; keys in %s)\n",
+			st.S3.Endpoint, st.S3.Region, st.S3.Bucket, st.S3.EnvFile)
+	}
 }
 
 func cmdServe(c *cli, args []string) error {
 	fs := c.flags(false)
 	crds := fs.Bool("crds", false, "load manifests/crd")
+	s3 := fs.Bool("s3", false, "also run the object store")
 	if _, _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -109,11 +118,11 @@ func cmdServe(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve(c, dir, *crds)
+	return serve(c, dir, *crds, *s3)
 }
 
 // serve runs a rig in this process until SIGINT or SIGTERM.
-func serve(c *cli, dir string, crds bool) error {
+func serve(c *cli, dir string, crds, s3 bool) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -125,7 +134,7 @@ func serve(c *cli, dir string, crds bool) error {
 		case <-ctx.Done():
 		}
 	}()
-	r, err := rig.Start(ctx, rig.Options{Dir: dir, SkipCRDs: !crds})
+	r, err := rig.Start(ctx, rig.Options{Dir: dir, SkipCRDs: !crds, S3: s3})
 	if err != nil {
 		return err
 	}
