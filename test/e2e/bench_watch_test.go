@@ -113,7 +113,9 @@ func watchOutageRun(b *testing.B, t *testing.T, ctx context.Context, name, mode 
 	}
 	lost := len(missing)
 	if os.Getenv("MYSQLCTL_BENCH_VERBOSE") != "" {
-		fmt.Printf("%s %s: fault at %s\n%s\n%s\n", name, mode, faulted.Format("15:04:05.000"), w.output(), w.stderr())
+		fmt.Printf("%s %s: fault at %s, new primary recorded after %s, first write acknowledged elsewhere after %s\nwriter's failed attempts:\n  %s\n%s\n%s\n",
+			name, mode, faulted.Format("15:04:05.000"), moved.Round(time.Millisecond), outage.Round(time.Millisecond),
+			strings.Join(wr.failedAttempts(), "\n  "), w.output(), w.stderr())
 	}
 	quarantined := 0
 	for _, e := range c.Status.ErrantInstances {

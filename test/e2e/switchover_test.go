@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,9 @@ type writer struct {
 	lastErr string
 	// tooMany counts the attempts refused with "Too many connections" (1040).
 	tooMany int
+	// errLog is each failed attempt (the first 200): when it started, how long it took, where
+	// it went and why it failed, for a benchmark's verbose output.
+	errLog []string
 }
 
 func (w *writer) run(ctx context.Context, service, password string) {
@@ -71,6 +75,7 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			timeout = 2 * time.Second
 		}
 		wctx, cancel := context.WithTimeout(ctx, timeout)
+		began := time.Now()
 		_, err := conn.ExecContext(wctx, "INSERT INTO app.w VALUES (?)", id)
 		cancel()
 		if err != nil && strings.Contains(err.Error(), "Duplicate entry") {
@@ -85,6 +90,9 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			w.lastErr = err.Error()
 			if strings.Contains(w.lastErr, "1040") {
 				w.tooMany++
+			}
+			if len(w.errLog) < 200 {
+				w.errLog = append(w.errLog, fmt.Sprintf("%s +%s %s: %v", began.Format("15:04:05.000"), time.Since(began).Round(time.Millisecond), addr, err))
 			}
 			w.mu.Unlock()
 			_ = conn.Close()
@@ -107,6 +115,13 @@ func (w *writer) run(ctx context.Context, service, password string) {
 			time.Sleep(w.pace)
 		}
 	}
+}
+
+// failedAttempts returns the log of failed attempts (errLog).
+func (w *writer) failedAttempts() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.errLog)
 }
 
 // failures returns the failed attempts and the last error.
