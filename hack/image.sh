@@ -3,9 +3,10 @@
 # binary BIN (default bin/mysqlctl, CGO_ENABLED=0) on an empty base (Dockerfile.local), tagged
 # IMAGE (default mysqlctl:latest, the image manifests/watch/deployment.yaml runs).
 #
-# buildah reads its storage from the usual places: /etc/containers/storage.conf, or the file
-# CONTAINERS_STORAGE_CONF names (the tests use a temporary one), and STORAGE_DRIVER=vfs where
-# overlay mounts are refused (inside some containers). Prints the image ID on stdout.
+# buildah keeps the image in the storage /etc/containers/storage.conf configures, or the file
+# CONTAINERS_STORAGE_CONF names (test/image uses a temporary one); where overlay mounts are
+# refused (inside some containers) use driver = "vfs" there, or STORAGE_DRIVER=vfs for a new
+# storage. Nothing is pulled (FROM scratch, --pull=never). Prints the image ID on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGE="${IMAGE:-mysqlctl:latest}"
