@@ -25,7 +25,7 @@ build: ## Build bin/mysqlctl and bin/kubectl-mysql (the same program)
 	cp -f $(BIN)/mysqlctl $(BIN)/kubectl-mysql
 
 .PHONY: image
-image: build ## Build the container image $(IMAGE) offline with buildah: bin/mysqlctl on an empty base (Dockerfile.local)
+image: build ## Build the container image mysqlctl:latest (IMAGE=...) offline with buildah: bin/mysqlctl on an empty base (Dockerfile.local)
 	IMAGE="$(IMAGE)" VERSION="$(VERSION)" BIN="$(BIN)/mysqlctl" GO="$(GO)" hack/image.sh
 
 .PHONY: install
