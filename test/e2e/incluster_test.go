@@ -165,7 +165,8 @@ func holderPod(identity string) string {
 // ServiceAccount mysqlctl-watch under the shipped ClusterRole exactly, with a bound token from
 // the TokenRequest API mounted where client-go's in-cluster configuration reads it and
 // KUBERNETES_SERVICE_HOST naming the API server; they elect a leader, and when the primary of a
-// cluster is killed the in-cluster leader fails it over with no acknowledged write lost.
+// cluster is killed the in-cluster leader fails it over with no acknowledged write lost. When the
+// leader's pod is deleted, another watch pod leads and supervises the cluster.
 // Not parallel: a watch of every namespace would supervise the other tests' clusters too.
 func TestInClusterWatchFailsOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -271,4 +272,34 @@ func TestInClusterWatchFailsOver(t *testing.T) {
 	} else if h := holderPod(ptr.Deref(l.Spec.HolderIdentity, "")); h != leader {
 		t.Errorf("the cluster's Lease is held by %q, not the leader %s", h, leader)
 	}
+
+	// The leader's pod is deleted, as `kubectl delete pod` does (SIGTERM, then its grace period):
+	// another watch pod (the standby, or the Deployment's replacement, whichever takes the Lease
+	// first) leads and supervises the cluster.
+	deleted := time.Now()
+	if err := r.Client.CoreV1().Pods(inClusterNS).Delete(ctx, leader, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var newLeader string
+	hctx, hcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer hcancel()
+	eventually(t, hctx, "another watch pod supervising "+name, func() error {
+		holders := map[string]bool{}
+		for _, lease := range []struct{ ns, name string }{{inClusterNS, inClusterLease}, {"default", name + "-watch"}} {
+			l, err := r.Client.CoordinationV1().Leases(lease.ns).Get(ctx, lease.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			h := holderPod(ptr.Deref(l.Spec.HolderIdentity, ""))
+			if h == leader || !strings.HasPrefix(h, "mysqlctl-watch-") {
+				return fmt.Errorf("lease %s/%s held by %q", lease.ns, lease.name, h)
+			}
+			holders[h], newLeader = true, h
+		}
+		if len(holders) != 1 {
+			return fmt.Errorf("the leader Lease and the cluster's have different holders: %v", holders)
+		}
+		return nil
+	})
+	t.Logf("leader pod %s deleted: %s leads and supervises %s %s later", leader, newLeader, name, time.Since(deleted).Round(time.Millisecond))
 }
