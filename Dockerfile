@@ -1,5 +1,7 @@
 # A small static image of mysqlctl for the in-cluster watch (manifests/watch/):
 #   docker build -t mysqlctl:latest .
+# Without a registry, `make image` builds the same image from bin/mysqlctl with buildah
+# (Dockerfile.local, FROM scratch).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

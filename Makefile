@@ -12,6 +12,8 @@ LDFLAGS       := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X ma
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOLANGCI_LINT  := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 TEST_TIMEOUT  ?= 45m
+# The image manifests/watch/deployment.yaml runs (a test keeps the two names equal).
+IMAGE         ?= mysqlctl:latest
 
 .PHONY: help
 help: ## Show this help
@@ -21,6 +23,10 @@ help: ## Show this help
 build: ## Build bin/mysqlctl and bin/kubectl-mysql (the same program)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/mysqlctl ./cmd/mysqlctl
 	cp -f $(BIN)/mysqlctl $(BIN)/kubectl-mysql
+
+.PHONY: image
+image: build ## Build the container image mysqlctl:latest (IMAGE=...) offline with buildah: bin/mysqlctl on an empty base (Dockerfile.local)
+	IMAGE="$(IMAGE)" VERSION="$(VERSION)" BIN="$(BIN)/mysqlctl" GO="$(GO)" hack/image.sh
 
 .PHONY: install
 install: build ## Install mysqlctl, kubectl-mysql and kubectl completion into $(PREFIX)/bin

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,6 +34,11 @@ type Options struct {
 	Scheduler bool
 	// SkipCRDs starts without loading manifests/crd (for tests of `mysqlctl install` itself).
 	SkipCRDs bool
+	// ServiceAccountAdmission keeps the API server's ServiceAccount admission plugin on (envtest
+	// turns it off): every pod gets its ServiceAccount's token volume, as in a real cluster, and
+	// pods are refused in a namespace until its default ServiceAccount exists. With
+	// ControllerManager, Start returns once the default namespace's exists.
+	ServiceAccountAdmission bool
 	// Log receives the components' output; nil discards it.
 	Log io.Writer
 }
@@ -134,6 +141,9 @@ func Start(opts Options) (_ *Env, retErr error) {
 	if err := e.configureKubeletClient(); err != nil {
 		return nil, err
 	}
+	if opts.ServiceAccountAdmission {
+		e.env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
+	}
 	before := childPIDs(bin)
 	cfg, err := e.env.Start()
 	e.adopt(before)
@@ -191,7 +201,32 @@ func Start(opts Options) (_ *Env, retErr error) {
 			return nil, err
 		}
 	}
+	if opts.ServiceAccountAdmission && opts.ControllerManager {
+		if err := e.waitDefaultServiceAccount(); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// waitDefaultServiceAccount waits until the controller-manager has created the default
+// namespace's default ServiceAccount: until then the ServiceAccount admission plugin refuses pods.
+func (e *Env) waitDefaultServiceAccount() error {
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			return fmt.Errorf("the default ServiceAccount was not created: %w", err)
+		}
+	}
 }
 
 // configureKubeletClient makes the kubelet CA and the API server's client certificate, and

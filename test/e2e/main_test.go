@@ -62,7 +62,9 @@ func TestMain(m *testing.M) {
 	// MYSQLCTL_RIG_RESTART_BACKOFF and MYSQLCTL_RIG_MAX_RESTART_BACKOFF shorten the rig kubelet's
 	// crash-loop back-off (the kubelet's 10s doubling to 5m by default), for soaks that kill the
 	// same pods again and again (BenchmarkKillSoak).
-	opts := rig.Options{}
+	// Pods of mysqlctl's image (manifests/watch's Deployment) run the binary under test, with
+	// their ServiceAccount's token as in a real cluster (TestInClusterWatchFailsOver).
+	opts := rig.Options{MysqlctlBinary: bin, ServiceAccountAdmission: true}
 	for env, into := range map[string]*time.Duration{"MYSQLCTL_RIG_RESTART_BACKOFF": &opts.RestartBackoff, "MYSQLCTL_RIG_MAX_RESTART_BACKOFF": &opts.MaxRestartBackoff} {
 		if v := os.Getenv(env); v != "" {
 			d, err := time.ParseDuration(v)

@@ -41,6 +41,14 @@ type Options struct {
 	// the first restart after a crash is always immediate). MaxRestartBackoff caps it (default 5m).
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	// ServiceAccountAdmission keeps the API server's ServiceAccount admission plugin on, as in a
+	// real cluster (envtest turns it off): every pod then gets a token of its ServiceAccount from
+	// the TokenRequest API, with ca.crt and namespace, at
+	// /var/run/secrets/kubernetes.io/serviceaccount, so client-go's in-cluster configuration works.
+	ServiceAccountAdmission bool
+	// MysqlctlBinary is the mysqlctl binary that pods of mysqlctl's image (mysqlctl:latest, what
+	// manifests/watch runs) run; without it such pods wait with ImageNotEmulated.
+	MysqlctlBinary string
 	// Log receives the node agent's and the control plane's output. Nil: Dir/rig.log.
 	Log io.Writer
 	// S3 also starts the test world's object store (versitygw from testenv.StartS3) with its data
@@ -149,11 +157,15 @@ func Start(ctx context.Context, opts Options) (_ *Rig, retErr error) {
 			NodeName:          opts.NodeName,
 			RestartBackoff:    opts.RestartBackoff,
 			MaxRestartBackoff: opts.MaxRestartBackoff,
+			MysqlctlBinary:    opts.MysqlctlBinary,
 			Log:               logw,
 			KubeletTLS:        func(ip string) (*tls.Config, error) { return kubeletTLS(kubeletCA, ip) },
 		})
 	}()
-	env, envErr := testenv.Start(testenv.Options{ControllerManager: true, Scheduler: true, SkipCRDs: opts.SkipCRDs, Log: logw})
+	env, envErr := testenv.Start(testenv.Options{
+		ControllerManager: true, Scheduler: true, SkipCRDs: opts.SkipCRDs, Log: logw,
+		ServiceAccountAdmission: opts.ServiceAccountAdmission,
+	})
 	wg.Wait()
 	r.env = env
 	if envErr != nil {

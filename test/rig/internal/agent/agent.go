@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -48,6 +49,9 @@ type Config struct {
 	// crash up to MaxRestartBackoff (default 5m). The first restart after a crash is immediate.
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	// MysqlctlBinary is the host path of the mysqlctl binary that containers of mysqlctl's image
+	// (mysqlctl:latest and any other tag) run; without it they wait with ImageNotEmulated.
+	MysqlctlBinary string
 	// Log receives the agent's log lines; nil discards them.
 	Log io.Writer
 	// KubeletTLS, when set, makes the node serve the kubelet API the API server proxies to
@@ -78,8 +82,11 @@ type Agent struct {
 	confirmed   map[types.UID]bool // deletions the agent confirmed, until the informer sees them
 	mountpoints []string           // mount points the agent had to create on the host
 	stopped     bool
-	kubeletPort int32  // the kubelet API's port, 0 when the node serves none
-	stopKubelet func() // stops the kubelet API server
+	kubeletPort int32 // the kubelet API's port, 0 when the node serves none
+	// apiHost and apiPort are where pods reach the API server (KUBERNETES_SERVICE_HOST and
+	// _PORT): its own loopback address, in place of the kubernetes Service's cluster IP.
+	apiHost, apiPort string
+	stopKubelet      func() // stops the kubelet API server
 
 	podLister     corelisters.PodLister
 	pvcLister     corelisters.PersistentVolumeClaimLister
@@ -191,6 +198,14 @@ func (a *Agent) Start(ctx context.Context, restConfig *rest.Config) error {
 		return err
 	}
 	a.cs = cs
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return fmt.Errorf("agent: API server address %q: %w", cfg.Host, err)
+	}
+	a.apiHost, a.apiPort = u.Hostname(), u.Port()
+	if a.apiPort == "" {
+		a.apiPort = "443"
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 
 	if a.cfg.KubeletTLS != nil {

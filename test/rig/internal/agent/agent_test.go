@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 func TestExpand(t *testing.T) {
@@ -45,6 +46,8 @@ func TestClassifyImage(t *testing.T) {
 		{"busybox:1.36", []string{"sh", "-c", "true"}, imageHostCommand, false},
 		{"busybox:1.36", nil, 0, true},
 		{"mysql:8.4", nil, 0, true},
+		{"mysqlctl:latest", nil, imageMysqlctl, false},
+		{"registry.example/team/mysqlctl:v1.2@sha256:abc", []string{"/mysqlctl"}, imageMysqlctl, false},
 	} {
 		got, err := classifyImage(tc.image, tc.command)
 		if (err != nil) != tc.wantErr || got != tc.want {
@@ -64,6 +67,49 @@ func TestServerArgv(t *testing.T) {
 		if got := serverArgv(tc.in, ip); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("serverArgv(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestMysqlctlArgv(t *testing.T) {
+	const ip = "127.0.1.7"
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"/mysqlctl", "watch", "-A", "--metrics-addr=:9090"}, []string{"/mysqlctl", "watch", "-A", "--metrics-addr=" + ip + ":9090"}},
+		{[]string{"/mysqlctl", "watch", "--metrics-addr", "0.0.0.0:9090"}, []string{"/mysqlctl", "watch", "--metrics-addr", ip + ":9090"}},
+		{[]string{"/mysqlctl", "watch", "--metrics-addr=[::]:9090"}, []string{"/mysqlctl", "watch", "--metrics-addr=" + ip + ":9090"}},
+		{[]string{"/mysqlctl", "watch", "--metrics-addr=127.0.0.1:9090"}, []string{"/mysqlctl", "watch", "--metrics-addr=127.0.0.1:9090"}},
+		{[]string{"/mysqlctl", "version"}, []string{"/mysqlctl", "version"}},
+	} {
+		if got := mysqlctlArgv(tc.in, ip); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("mysqlctlArgv(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRunAs(t *testing.T) {
+	pod := func(psc *corev1.PodSecurityContext, csc *corev1.SecurityContext) (*corev1.Pod, *corev1.Container) {
+		p := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: psc, Containers: []corev1.Container{{Name: "watch", SecurityContext: csc}}}}
+		return p, &p.Spec.Containers[0]
+	}
+	for _, tc := range []struct {
+		name    string
+		psc     *corev1.PodSecurityContext
+		csc     *corev1.SecurityContext
+		want    identity
+		wantErr bool
+	}{
+		{"the image's user", nil, nil, identity{uid: 65532, gid: 65532}, false},
+		{"the pod's", &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000)), RunAsGroup: ptr.To(int64(2000))}, nil, identity{uid: 1000, gid: 2000}, false},
+		{"the container's wins", &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000))}, &corev1.SecurityContext{RunAsUser: ptr.To(int64(7)), AllowPrivilegeEscalation: ptr.To(false)}, identity{uid: 7, gid: 65532, noNewPrivs: true}, false},
+		{"root refused", &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}, &corev1.SecurityContext{RunAsUser: ptr.To(int64(0))}, identity{}, true},
+	} {
+		got, err := runAs(pod(tc.psc, tc.csc))
+		if (err != nil) != tc.wantErr || (err == nil && *got != tc.want) {
+			t.Errorf("%s: runAs = %+v, %v; want %+v, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+	s := setupScript(processSpec{user: &identity{uid: 65532, gid: 65532, noNewPrivs: true}})
+	if want := `exec setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"`; !strings.Contains(s, want) {
+		t.Errorf("script lacks %q:\n%s", want, s)
 	}
 }
 

@@ -19,8 +19,18 @@
 //     of another version than the host's makes the server report it (mariadb:11.4 reports
 //     11.4.0-MariaDB-rig through mariadbd --version=…), and MARIADB_AUTO_UPGRADE runs that build's
 //     mariadb-upgrade with its version check skipped when the data directory's mysql_upgrade_info
-//     names another version, as the image does on a new series. Containers of other images run their
-//     command with the host's binaries, which is enough for init containers that are shell scripts.
+//     names another version, as the image does on a new series. mysqlctl's own image
+//     (mysqlctl:latest, which manifests/watch runs) is the mysqlctl binary the rig was given,
+//     mounted at the image's entrypoint /mysqlctl, with HOME=/ (the image has no /etc/passwd); a
+//     --metrics-addr on every address becomes the pod's address, the one argument changed.
+//     Containers of other images run their command with the host's binaries, which is enough for
+//     init containers that are shell scripts.
+//   - API access: every container gets KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (the
+//     API server's own loopback address, in place of the kubernetes Service's cluster IP), and
+//     the projected volume the ServiceAccount admission plugin adds holds a token of the pod's
+//     ServiceAccount obtained with the TokenRequest API and bound to the pod (renewed at 80% of
+//     its lifetime), ca.crt and namespace, at /var/run/secrets/kubernetes.io/serviceaccount as
+//     a kubelet mounts them: client-go's in-cluster configuration works in a pod (volumes.go).
 //   - Status: phase, pod IP, conditions, container states, restart counts and readiness from the
 //     probes the pod spec declares (exec, tcpSocket, httpGet), written through the pod status
 //     subresource like a kubelet; restarts follow restartPolicy with the kubelet's back-off; deletion

@@ -52,7 +52,9 @@ func expand(s string, vars map[string]string) string {
 // containerEnv computes a container's environment: the image's, then envFrom sources in order, then
 // env entries (each may refer to earlier ones with $(VAR)), as the kubelet and the runtime do.
 // Service links (FOO_SERVICE_HOST with cluster IPs) are deliberately not injected: nothing in the rig
-// may connect to a cluster IP.
+// may connect to a cluster IP. The one exception every kubelet makes, the API server's
+// KUBERNETES_SERVICE_HOST and _PORT (with which client-go's in-cluster configuration finds it), is
+// set, to the API server's own loopback address in place of the kubernetes Service's cluster IP.
 func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container, kind emulated) ([]string, map[string]string, error) {
 	vars := map[string]string{}
 	var order []string
@@ -64,7 +66,18 @@ func (w *podWorker) containerEnv(ctx context.Context, c *corev1.Container, kind 
 	}
 	set("PATH", defaultPath)
 	set("HOSTNAME", w.hostname())
-	set("HOME", "/root")
+	// mysqlctl's image has no /etc/passwd: runtimes give such a user HOME=/ (and the host's
+	// /root/.kube/config must not stand in for the pod's in-cluster configuration).
+	if kind == imageMysqlctl {
+		set("HOME", "/")
+	} else {
+		set("HOME", "/root")
+	}
+	if w.a.apiHost != "" {
+		set("KUBERNETES_SERVICE_HOST", w.a.apiHost)
+		set("KUBERNETES_SERVICE_PORT", w.a.apiPort)
+		set("KUBERNETES_SERVICE_PORT_HTTPS", w.a.apiPort)
+	}
 	if kind == imageMariaDB {
 		set("GOSU_VERSION", "1.17")
 		set("LANG", "C.UTF-8")

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -44,7 +45,14 @@ const (
 	// imageHostCommand is any other image whose container has a command: it runs with the host's
 	// binaries (busybox, bash, debian and the like, used for shell-script init containers).
 	imageHostCommand
+	// imageMysqlctl is mysqlctl's own image (`make image`: the static binary at /mysqlctl, its
+	// entrypoint, on an empty base): the binary the rig was given (Config.MysqlctlBinary) is
+	// mounted at /mysqlctl.
+	imageMysqlctl
 )
+
+// mysqlctlEntrypoint is the entrypoint of mysqlctl's image (Dockerfile, Dockerfile.local).
+const mysqlctlEntrypoint = "/mysqlctl"
 
 // classifyImage returns how a container can run, or an error naming why it cannot.
 func classifyImage(imageRef string, command []string) (emulated, error) {
@@ -59,6 +67,8 @@ func classifyImage(imageRef string, command []string) (emulated, error) {
 	switch {
 	case name == "mariadb":
 		return imageMariaDB, nil
+	case name == "mysqlctl":
+		return imageMysqlctl, nil
 	case len(command) > 0:
 		return imageHostCommand, nil
 	case name == "mysql" || name == "mysql-server" || name == "percona-server":
@@ -246,4 +256,34 @@ func serverArgv(argv []string, podIP string) []string {
 		}
 	}
 	return argv
+}
+
+// mysqlctlArgv is the command line of a container of mysqlctl's image, whose binary is mounted
+// at the image's path /mysqlctl. A listener the arguments put on every address
+// (--metrics-addr=:9090, as a pod's process may) is bound to the pod's address instead: pods here
+// share the host's network, and nothing of the rig listens outside 127.0.0.0/8. That is the one
+// argument the rig changes, as it does for mariadbd.
+func mysqlctlArgv(argv []string, podIP string) []string {
+	out := make([]string, 0, len(argv))
+	for i, a := range argv {
+		if v, ok := strings.CutPrefix(a, "--metrics-addr="); ok {
+			a = "--metrics-addr=" + podAddress(v, podIP)
+		} else if i > 0 && argv[i-1] == "--metrics-addr" {
+			a = podAddress(a, podIP)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// podAddress turns ":PORT", "0.0.0.0:PORT" and "[::]:PORT" into podIP:PORT.
+func podAddress(addr, podIP string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return net.JoinHostPort(podIP, port)
+	}
+	return addr
 }

@@ -83,6 +83,7 @@ type podWorker struct {
 	// Owned by the worker goroutine.
 	sandbox     bool
 	vols        map[string]string
+	tokens      map[string]podToken // service account tokens by audience and lifetime (volumes.go)
 	volSynced   time.Time
 	volErr      error
 	startTime   *metav1.Time
@@ -374,8 +375,17 @@ func (w *podWorker) startContainer(ctx context.Context, c *ctr) {
 		w.setWaiting(c, "CreateContainerConfigError", err.Error(), 2*time.Second)
 		return
 	}
+	if kind == imageMysqlctl && w.a.cfg.MysqlctlBinary == "" {
+		w.setWaiting(c, "ImageNotEmulated", "image "+c.spec.Image+": the rig runs mysqlctl's image only when given the binary (rig.Options.MysqlctlBinary)", 10*time.Second)
+		return
+	}
 	var argv []string
-	if len(c.spec.Command) > 0 {
+	if kind == imageMysqlctl && len(c.spec.Command) == 0 {
+		argv = []string{mysqlctlEntrypoint} // ENTRYPOINT ["/mysqlctl"], no CMD
+		for _, s := range c.spec.Args {
+			argv = append(argv, expand(s, vars))
+		}
+	} else if len(c.spec.Command) > 0 {
 		for _, s := range c.spec.Command {
 			argv = append(argv, expand(s, vars))
 		}
@@ -392,8 +402,11 @@ func (w *podWorker) startContainer(ctx context.Context, c *ctr) {
 			argv = append(argv, expand(s, vars))
 		}
 	}
-	if kind == imageMariaDB {
+	switch kind {
+	case imageMariaDB:
 		argv = serverArgv(argv, w.ip)
+	case imageMysqlctl:
+		argv = mysqlctlArgv(argv, w.ip)
 	}
 	layer := filepath.Join(w.dir, "containers", c.spec.Name)
 	if err := os.RemoveAll(layer); err != nil {
@@ -410,10 +423,18 @@ func (w *podWorker) startContainer(ctx context.Context, c *ctr) {
 		_, _ = fmt.Fprintf(f, "---- rig: start #%d of container %s at %s: %q\n", c.instance+1, c.spec.Name, time.Now().Format(time.RFC3339Nano), argv)
 		_ = f.Close()
 	}
+	var user *identity
+	if kind == imageMysqlctl {
+		if user, err = runAs(w.currentPod(), &c.spec); err != nil {
+			w.setWaiting(c, "CreateContainerConfigError", err.Error(), 2*time.Second)
+			return
+		}
+	}
 	w.mu.Lock()
 	cg := w.cgroup
 	w.mu.Unlock()
 	p, err := startProcess(processSpec{
+		user:     user,
 		argv:     argv,
 		env:      env,
 		workDir:  c.spec.WorkingDir,
@@ -772,4 +793,30 @@ func (w *podWorker) info() PodInfo {
 	}
 	pi.Cut = w.a.net.isCut(w.key)
 	return pi
+}
+
+// mysqlctlUser is the USER of mysqlctl's image (Dockerfile, Dockerfile.local): distroless' nonroot.
+const mysqlctlUser = 65532
+
+// runAs is the user a container of mysqlctl's image runs as: the container's securityContext,
+// else the pod's, else the image's USER; runAsNonRoot refuses root as the kubelet does. (The rig
+// applies securityContext to this image only: its emulated mariadb image runs as root.)
+func runAs(pod *corev1.Pod, c *corev1.Container) (*identity, error) {
+	u := &identity{uid: mysqlctlUser, gid: mysqlctlUser}
+	nonRoot := false
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		u.uid = ptr.Deref(psc.RunAsUser, u.uid)
+		u.gid = ptr.Deref(psc.RunAsGroup, u.gid)
+		nonRoot = ptr.Deref(psc.RunAsNonRoot, nonRoot)
+	}
+	if csc := c.SecurityContext; csc != nil {
+		u.uid = ptr.Deref(csc.RunAsUser, u.uid)
+		u.gid = ptr.Deref(csc.RunAsGroup, u.gid)
+		nonRoot = ptr.Deref(csc.RunAsNonRoot, nonRoot)
+		u.noNewPrivs = csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation
+	}
+	if nonRoot && u.uid == 0 {
+		return nil, errors.New("container has runAsNonRoot and image will run as root")
+	}
+	return u, nil
 }

@@ -32,6 +32,13 @@ type processSpec struct {
 	mounts   []mount
 	cgroup   string // host path of the pod's cgroup, or ""
 	logPath  string
+	user     *identity // run the command as this user (after the mounts); nil: as root
+}
+
+// identity is the user a container's command runs as, and whether it may gain privileges.
+type identity struct {
+	uid, gid   int64
+	noNewPrivs bool
 }
 
 // process is a running (or finished) container process: the leader of its own process group, in a
@@ -83,7 +90,17 @@ func setupScript(spec processSpec) string {
 		wd = "/"
 	}
 	fmt.Fprintf(&b, "cd %s\n", shellQuote(wd))
-	b.WriteString(`exec "$@"` + "\n")
+	if u := spec.user; u != nil {
+		// setpriv (util-linux) drops to the user with no supplementary groups and no capabilities
+		// left to inherit or regain, as a runtime starts a container's process.
+		fmt.Fprintf(&b, "exec setpriv --reuid=%d --regid=%d --clear-groups --inh-caps=-all --bounding-set=-all", u.uid, u.gid)
+		if u.noNewPrivs {
+			b.WriteString(" --no-new-privs")
+		}
+		b.WriteString(` -- "$@"` + "\n")
+	} else {
+		b.WriteString(`exec "$@"` + "\n")
+	}
 	return b.String()
 }
 

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,9 +149,13 @@ func (w *podWorker) volumeFiles(ctx context.Context, v corev1.Volume) (volumeFil
 				err = addSecret(src.Secret.Name, src.Secret.Items, src.Secret.Optional, def)
 			case src.DownwardAPI != nil:
 				err = addDownward(src.DownwardAPI.Items, def)
+			case src.ServiceAccountToken != nil:
+				var token []byte
+				if token, err = w.serviceAccountToken(ctx, src.ServiceAccountToken); err == nil {
+					files[src.ServiceAccountToken.Path] = fileContent{data: token, mode: mode(nil, def)}
+				}
 			}
-			// Service account tokens, cluster trust bundles and pod certificates are left out:
-			// the rig's pods do not call the API server.
+			// Cluster trust bundles and pod certificates are left out: nothing here uses them.
 			if err != nil {
 				return nil, err
 			}
@@ -221,7 +227,7 @@ func syncFiles(dir string, files volumeFiles) error {
 }
 
 // containerMounts lists the bind mounts of a container: the image's own directories (for the
-// emulated mariadb image), the pod's /etc/hosts and /etc/resolv.conf (hosts.go), then the
+// emulated mariadb image) or binary (mysqlctl's), the pod's /etc/hosts and /etc/resolv.conf (hosts.go), then the
 // container's volumeMounts. Mount points that do not exist are created: inside another mount when
 // one covers them, else on the host (and removed again when the rig stops).
 func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map[string]string, vars map[string]string, layer string) ([]mount, error) {
@@ -249,6 +255,9 @@ func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map
 			}
 			mounts = append(mounts, mount{src: src, dst: d.dst})
 		}
+	}
+	if kind == imageMysqlctl {
+		mounts = append(mounts, mount{src: w.a.cfg.MysqlctlBinary, dst: mysqlctlEntrypoint, readOnly: true})
 	}
 	mounts = append(mounts,
 		mount{src: w.hostsPath(), dst: "/etc/hosts", readOnly: true},
@@ -347,4 +356,54 @@ func (a *Agent) secret(ctx context.Context, ns, name string) (*corev1.Secret, er
 		return s, nil
 	}
 	return a.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// podToken is a service account token the worker obtained, and when to ask for a new one.
+type podToken struct {
+	token   []byte
+	refresh time.Time
+}
+
+// serviceAccountToken returns a token of the pod's ServiceAccount for a projected volume source,
+// obtained with the TokenRequest API and bound to the pod (it stops working once the pod is
+// gone), as the kubelet's token manager does; like it, the worker asks for a new token once 80%
+// of the old one's lifetime has passed, or after 24 hours.
+func (w *podWorker) serviceAccountToken(ctx context.Context, src *corev1.ServiceAccountTokenProjection) ([]byte, error) {
+	exp := int64(3600)
+	if src.ExpirationSeconds != nil {
+		exp = *src.ExpirationSeconds
+	}
+	key := fmt.Sprintf("%s/%d", src.Audience, exp)
+	if t, ok := w.tokens[key]; ok && time.Now().Before(t.refresh) {
+		return t.token, nil
+	}
+	pod := w.currentPod()
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	var audiences []string
+	if src.Audience != "" {
+		audiences = []string{src.Audience}
+	}
+	issued := time.Now()
+	tr, err := w.a.cs.CoreV1().ServiceAccounts(w.namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			Audiences:         audiences,
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token of serviceaccount %q: %w", sa, err)
+	}
+	refresh := issued.Add(tr.Status.ExpirationTimestamp.Sub(issued) * 8 / 10)
+	if day := issued.Add(24 * time.Hour); day.Before(refresh) {
+		refresh = day
+	}
+	if w.tokens == nil {
+		w.tokens = map[string]podToken{}
+	}
+	w.tokens[key] = podToken{token: []byte(tr.Status.Token), refresh: refresh}
+	return w.tokens[key].token, nil
 }
