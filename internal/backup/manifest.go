@@ -94,7 +94,9 @@ func NewID(t time.Time, suffix string) string {
 func Dir(namespace, cluster string) string { return namespace + "/" + cluster + "/backups/" }
 
 // Key is the key, below the store's prefix, of a backup's object.
-func Key(namespace, cluster, id, name string) string { return Dir(namespace, cluster) + id + "/" + name }
+func Key(namespace, cluster, id, name string) string {
+	return Dir(namespace, cluster) + id + "/" + name
+}
 
 // Validate reports everything wrong with m, at once.
 func (m Manifest) Validate() error {

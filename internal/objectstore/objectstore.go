@@ -67,6 +67,8 @@ type Store struct {
 	cfg         Config
 	partSize    int64
 	partTimeout time.Duration
+	// uploadPage, when set, is the page size of listings of incomplete uploads (tests).
+	uploadPage int32
 }
 
 // Object is an object in the store.
@@ -234,24 +236,40 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // AbortIncomplete aborts the multipart uploads under prefix started before before (an upload
 // whose writer died, or whose abort failed, keeps its parts until then) and returns how many.
+// It lists from the start again after each page's aborts, rather than paging on markers (an
+// aborted upload is no longer a valid marker, and versitygw refuses its own upload-id markers),
+// until a page holds nothing to abort: a whole page of newer uploads hides older ones after it.
 func (s *Store) AbortIncomplete(ctx context.Context, prefix string, before time.Time) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.partTimeout)
-	defer cancel()
-	out, err := s.client.ListMultipartUploads(rctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(s.key(prefix))})
-	if err != nil {
-		return 0, s.explain("list the incomplete uploads under "+s.key(prefix), err)
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(s.key(prefix))}
+	if s.uploadPage > 0 {
+		in.MaxUploads = aws.Int32(s.uploadPage)
 	}
 	n := 0
-	for _, u := range out.Uploads {
-		if u.Initiated != nil && !u.Initiated.Before(before) {
-			continue
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.partTimeout)
+		out, err := s.client.ListMultipartUploads(rctx, in)
+		cancel()
+		if err != nil {
+			return n, s.explain("list the incomplete uploads under "+s.key(prefix), err)
 		}
-		if _, err := s.client.AbortMultipartUpload(rctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: u.Key, UploadId: u.UploadId}); err != nil {
-			return n, s.explain("abort the incomplete upload of "+aws.ToString(u.Key), err)
+		aborted := 0
+		for _, u := range out.Uploads {
+			if u.Initiated != nil && !u.Initiated.Before(before) {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.partTimeout)
+			_, err := s.client.AbortMultipartUpload(rctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: u.Key, UploadId: u.UploadId})
+			cancel()
+			if err != nil {
+				return n, s.explain("abort the incomplete upload of "+aws.ToString(u.Key), err)
+			}
+			n++
+			aborted++
 		}
-		n++
+		if aborted == 0 || !aws.ToBool(out.IsTruncated) {
+			return n, nil
+		}
 	}
-	return n, nil
 }
 
 // explain names what failed and, for the refusals retrying cannot fix, makes the error

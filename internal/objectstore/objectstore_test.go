@@ -264,3 +264,31 @@ func TestRefusalsNeedAPerson(t *testing.T) {
 		}
 	}
 }
+
+// TestAbortIncompleteEveryPage: incomplete uploads listed over several pages are all aborted,
+// and one started after the cut-off is kept.
+func TestAbortIncompleteEveryPage(t *testing.T) {
+	s := testenv.StartS3T(t, testenv.S3Options{})
+	st := storeOf(t, s, "p/")
+	objectstore.SetUploadPage(st, 2)
+	c := s.Client()
+	for i := range 5 {
+		if _, err := c.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(fmt.Sprintf("p/b%d/data", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store records whole seconds: the cut-off is the next whole second, the newer upload
+	// starts after it.
+	cut := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(cut) + 100*time.Millisecond)
+	if _, err := c.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String("p/new/data")}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.AbortIncomplete(t.Context(), "", cut)
+	if err != nil || n != 5 {
+		t.Fatalf("AbortIncomplete = %d, %v; want the 5 older uploads", n, err)
+	}
+	if left := incomplete(t, s, "p/"); left != 1 {
+		t.Errorf("%d incomplete uploads left, want the newer one", left)
+	}
+}
