@@ -231,8 +231,19 @@ func TestScale(t *testing.T) {
 	if !strings.Contains(c.Status.History[0].Message, "-sc-3") {
 		t.Fatalf("the backed-out instance is not in the scale's record: %+v", c.Status.History[0])
 	}
-	if _, err := r.Client.CoreV1().Pods("default").Get(ctx, "sc-3", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the backed-out sc-3 still exists (%v)", err)
+	// The scale ends once the pod is deleting (a terminating pod is no member): it must be
+	// terminating now, and gone once its server has stopped.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		p, err := r.Client.CoreV1().Pods("default").Get(ctx, "sc-3", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err == nil && p.DeletionTimestamp == nil {
+			t.Fatalf("the backed-out sc-3 is not being deleted")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backed-out sc-3 still exists a minute after the scale (%v)", err)
+		}
 	}
 	step("an add in flight backed out")
 
