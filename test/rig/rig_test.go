@@ -236,6 +236,54 @@ func TestKillRestartsContainer(t *testing.T) {
 	}
 }
 
+// TestRestartKeepsNeighboursTemporaryTables: a starting mariadbd deletes every #sql* file in its
+// tmpdir (/tmp), taking them for leftovers of its own earlier run. Each container has a /tmp of its
+// own, as in a real runtime; with the host's /tmp shared, a neighbour's restart deleted a running
+// server's temporary table files (a bootstrap failed in CI with "Error on delete of
+// '/tmp/#sql-temptable-…'").
+func TestRestartKeepsNeighboursTemporaryTables(t *testing.T) {
+	pods := mariadb(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := open(t, pods[1].Status.PodIP+":3306")
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var tmpdir string
+	if err := conn.QueryRowContext(ctx, "SELECT @@tmpdir").Scan(&tmpdir); err != nil || tmpdir != "/tmp" {
+		t.Fatalf("@@tmpdir = %q (%v), want /tmp: the attack needs the server's default tmpdir", tmpdir, err)
+	}
+	for _, q := range []string{
+		"SET SESSION sql_log_bin = 0",
+		"CREATE TEMPORARY TABLE test.neighbour (a INT) ENGINE=Aria",
+		"INSERT INTO test.neighbour VALUES (1), (2), (3)",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if out, err := r.Exec(ctx, ns, pods[1].Name, "mariadb", 10*time.Second, "sh", "-c", "ls /tmp | grep -c '^#sql'"); err != nil || out.ExitCode != 0 {
+		t.Fatalf("the temporary table's files are not in the container's /tmp: %+v %v", out, err)
+	}
+	if _, err := os.Stat("/tmp"); err == nil {
+		if m, _ := filepath.Glob("/tmp/#sql-temptable-*"); len(m) > 0 {
+			t.Errorf("the host's /tmp holds %v: a container's /tmp must be its own", m)
+		}
+	}
+	before := restarts(&pods[2])
+	r.Kill(t, ns, pods[2].Name)
+	podAfter(t, ctx, pods[2].Name, func(p *corev1.Pod) bool { return restarts(p) > before && rig.IsReady(p) })
+	var n int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM test.neighbour").Scan(&n); err != nil || n != 3 {
+		t.Errorf("after a neighbour's restart: %d rows, %v; want the temporary table's 3", n, err)
+	}
+	if _, err := conn.ExecContext(ctx, "DROP TEMPORARY TABLE test.neighbour"); err != nil {
+		t.Errorf("after a neighbour's restart: drop the temporary table: %v", err)
+	}
+}
+
 func TestFreezeMakesReadinessFalse(t *testing.T) {
 	pods := mariadb(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -120,6 +120,7 @@ func TestSetupScriptMountsParentsFirstAndQuotes(t *testing.T) {
 		workDir:  "/it's here",
 		mounts: []mount{
 			{src: "/h/conf", dst: "/etc/mysql/conf.d", readOnly: true},
+			{src: "/tmp/pod/tmp", dst: "/tmp", last: true},
 			{src: "/h/etc", dst: "/etc/mysql"},
 		},
 	})
@@ -127,6 +128,10 @@ func TestSetupScriptMountsParentsFirstAndQuotes(t *testing.T) {
 	child := strings.Index(s, "mount --bind '/h/conf' '/etc/mysql/conf.d'\n")
 	if parent < 0 || child < 0 || parent > child {
 		t.Errorf("the parent mount must come first:\n%s", s)
+	}
+	// The private /tmp hides the host's, where other mounts' sources may lie: it comes last.
+	if tmp := strings.Index(s, "mount --bind '/tmp/pod/tmp' '/tmp'\n"); tmp < child {
+		t.Errorf("the mount marked last must come after every other:\n%s", s)
 	}
 	for _, want := range []string{
 		"mount -o remount,bind,ro '/etc/mysql/conf.d'\n",

@@ -21,6 +21,9 @@ import (
 type mount struct {
 	src, dst string
 	readOnly bool
+	// last mounts it after every other: its destination hides host paths that other mounts'
+	// sources lie under (a container's private /tmp over the host's, where the pods' files are).
+	last bool
 }
 
 // processSpec describes a container process.
@@ -77,6 +80,9 @@ func setupScript(spec processSpec) string {
 	}
 	mounts := append([]mount(nil), spec.mounts...)
 	sort.SliceStable(mounts, func(i, j int) bool {
+		if mounts[i].last != mounts[j].last {
+			return mounts[j].last
+		}
 		return strings.Count(mounts[i].dst, "/") < strings.Count(mounts[j].dst, "/")
 	})
 	for _, m := range mounts {

@@ -259,6 +259,23 @@ func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map
 	if kind == imageMysqlctl {
 		mounts = append(mounts, mount{src: w.a.cfg.MysqlctlBinary, dst: mysqlctlEntrypoint, readOnly: true})
 	}
+	// Every container has a /tmp of its own, as in its image's layer. A shared host /tmp is not
+	// only unfaithful but harmful: a starting mariadbd deletes every #sql* file in its tmpdir
+	// (leftovers of its own earlier run, it assumes), which are a running neighbour's temporary
+	// tables ("Error on delete of '/tmp/#sql-temptable-...'").
+	// It is mounted last, since the pods' own files (hosts, volumes) may lie under the host's /tmp,
+	// and not at all when a volume is mounted at or under /tmp.
+	privateTmp := ""
+	if !mountedUnder(mounted, "/tmp") {
+		tmp := filepath.Join(layer, "tmp")
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(tmp, os.ModeSticky|0o777); err != nil {
+			return nil, err
+		}
+		privateTmp = tmp
+	}
 	mounts = append(mounts,
 		mount{src: w.hostsPath(), dst: "/etc/hosts", readOnly: true},
 		mount{src: w.resolvConfPath(), dst: "/etc/resolv.conf", readOnly: true},
@@ -281,6 +298,9 @@ func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map
 			}
 		}
 		mounts = append(mounts, mount{src: src, dst: filepath.Clean(vm.MountPath), readOnly: vm.ReadOnly})
+	}
+	if privateTmp != "" {
+		mounts = append(mounts, mount{src: privateTmp, dst: "/tmp", last: true})
 	}
 	for _, m := range mounts {
 		if err := w.ensureMountpoint(m, mounts); err != nil {
@@ -406,4 +426,14 @@ func (w *podWorker) serviceAccountToken(ctx context.Context, src *corev1.Service
 	}
 	w.tokens[key] = podToken{token: []byte(tr.Status.Token), refresh: refresh}
 	return w.tokens[key].token, nil
+}
+
+// mountedUnder reports whether a mount's destination is dir or lies under it.
+func mountedUnder(mounted map[string]bool, dir string) bool {
+	for d := range mounted {
+		if d == dir || strings.HasPrefix(d, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
