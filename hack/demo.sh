@@ -13,7 +13,7 @@
 #                              from the Go module proxy, ~5 minutes)
 #
 # Needs root (the node agent uses mount namespaces, bind mounts and iptables), Go, and on Debian
-# installs mariadb-server and iptables when they are missing.
+# installs mariadb-server, mariadb-backup and iptables when they are missing.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +33,7 @@ command -v go >/dev/null || die "Go is needed to build mysqlctl and the control 
 missing=()
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v mariadb >/dev/null || missing+=(mariadb-client)
+command -v mariadb-backup >/dev/null || missing+=(mariadb-backup)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v nsenter >/dev/null || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then

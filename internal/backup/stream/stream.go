@@ -33,6 +33,13 @@ func (c *Counter) Bytes() int64 {
 	return c.n.Load()
 }
 
+// Add counts n more bytes (a nil Counter counts nothing).
+func (c *Counter) Add(n int64) {
+	if c != nil {
+		c.n.Add(n)
+	}
+}
+
 type counting struct {
 	r io.Reader
 	c *Counter
@@ -40,9 +47,7 @@ type counting struct {
 
 func (cr counting) Read(p []byte) (int, error) {
 	n, err := cr.r.Read(p)
-	if cr.c != nil {
-		cr.c.n.Add(int64(n))
-	}
+	cr.c.Add(int64(n))
 	return n, err
 }
 

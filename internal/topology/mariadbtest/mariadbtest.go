@@ -63,6 +63,9 @@ type Options struct {
 	// Args are extra mariadbd options, for example
 	// "--rpl-semi-sync-master-enabled=ON".
 	Args []string
+	// DataDir, when set, is an existing data directory to run on (a restored
+	// backup), used as it is; default a copy of the template.
+	DataDir string
 	// SkipNetworking runs the server as an image entrypoint runs its temporary
 	// init server: no TCP listener, the Unix socket only (DSN and DB use it).
 	SkipNetworking bool
@@ -225,7 +228,9 @@ func start(tb testing.TB, opts Options, dir string) *Server {
 var errAddrInUse = errors.New("address already in use")
 
 func launch(o Options, tpl, dataDir string) (*Server, error) {
-	if err := copyDir(tpl, dataDir); err != nil {
+	if o.DataDir != "" {
+		dataDir = o.DataDir
+	} else if err := copyDir(tpl, dataDir); err != nil {
 		return nil, err
 	}
 	// Unix socket paths are limited to 107 bytes, so the socket lives in a
