@@ -51,11 +51,11 @@ type RestoreOptions struct {
 // Restored is what a restore put in place.
 type Restored struct {
 	// GTIDPosition the data is consistent at: the new primary's GTID history continues from it.
-	GTIDPosition string
-	BinlogFile   string
-	BinlogPos    uint64
+	GTIDPosition string `json:"gtidPosition"`
+	BinlogFile   string `json:"binlogFile,omitempty"`
+	BinlogPos    uint64 `json:"binlogPos,omitempty"`
 	// Again is set when the data directory already held this backup, restored by an earlier run.
-	Again bool
+	Again bool `json:"again,omitempty"`
 }
 
 // Restore extracts, prepares and moves the backup into o.DataDir. The directory must be empty,

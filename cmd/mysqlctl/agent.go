@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
+	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
+	"github.com/mysqlctl/mysqlctl/internal/objectstore"
+)
+
+// agentProgressEvery is how often the agent prints its progress line.
+const agentProgressEvery = 5 * time.Second
+
+// NewCmdAgent is what runs inside mysqlctl's backup and restore Jobs, next to the data: not a
+// command for people, so it is hidden. Its results are JSON: progress lines on stdout while it
+// works, a last line with the result, and the result again in the container's termination message,
+// where the operation that made the Job reads it.
+func NewCmdAgent(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "agent",
+		Short:  "Run inside mysqlctl's backup and restore Jobs (not for direct use)",
+		Hidden: true,
+		Args:   cmdutil.NoArgs,
+	}
+	cmd.AddCommand(newCmdAgentBackup(f), newCmdAgentRestore(f), newCmdAgentInstallSelf(f))
+	return cmd
+}
+
+// agentCommon are the flags every agent command shares.
+type agentCommon struct {
+	f              *cmdutil.Factory
+	terminationLog string
+	key            string
+}
+
+func (a *agentCommon) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.terminationLog, "termination-log", "/dev/termination-log", "Where the result is written for the operation to read (empty: nowhere)")
+	cmd.Flags().StringVar(&a.key, "key", "", "The object's key below the bucket's prefix")
+}
+
+func (a *agentCommon) store() (*objectstore.Store, error) {
+	cfg, err := backup.StoreConfigFromEnv(a.f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return objectstore.New(cfg)
+}
+
+// report prints a progress line every agentProgressEvery until the returned stop is called.
+func (a *agentCommon) report(stage string, c *stream.Counter) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(agentProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = json.NewEncoder(a.f.IOStreams.Out).Encode(map[string]any{"stage": stage, "bytes": c.Bytes(), "seconds": int(time.Since(start).Seconds())})
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// result prints the result and writes it as the termination message.
+func (a *agentCommon) result(v any) error {
+	b, err := json.Marshal(map[string]any{"result": v})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(a.f.IOStreams.Out, "%s\n", b); err != nil {
+		return err
+	}
+	if a.terminationLog == "" {
+		return nil
+	}
+	if err := os.WriteFile(a.terminationLog, b, 0o644); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("write the result to %s: %w", a.terminationLog, err)
+	}
+	return nil
+}
+
+func newCmdAgentBackup(f *cmdutil.Factory) *cobra.Command {
+	a := &agentCommon{f: f}
+	o := physical.TakeOptions{Tool: physical.MariaDB}
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "Stream a physical backup of a running server to the bucket",
+		Long: `Runs mariadb-backup against the server and uploads its stream, compressed, to the
+bucket named by MYSQLCTL_BUCKET* and AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. The server's password
+is MYSQL_PWD. Nothing is left under --key unless the tool completed.`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.key == "" || o.Host == "" || o.DataDir == "" {
+				return cmdutil.FlagErrorf("--key, --host and --datadir are required")
+			}
+			st, err := a.store()
+			if err != nil {
+				return err
+			}
+			if o.WorkDir == "" {
+				if o.WorkDir, err = os.MkdirTemp("", "mysqlctl-backup-"); err != nil {
+					return err
+				}
+				defer func() { _ = os.RemoveAll(o.WorkDir) }()
+			}
+			o.Store, o.Key, o.Log = st, a.key, f.IOStreams.ErrOut
+			if pwd := f.Getenv("MYSQL_PWD"); pwd != "" {
+				o.Env = append(os.Environ(), "MYSQL_PWD="+pwd)
+			}
+			o.Raw = &stream.Counter{}
+			started := time.Now().UTC()
+			stop := a.report("backup", o.Raw)
+			taken, err := physical.Take(cmd.Context(), o)
+			stop()
+			if err != nil {
+				return err
+			}
+			return a.result(agentBackupResult{Object: taken.Object, RawBytes: taken.RawBytes, GTIDPosition: taken.GTIDPosition,
+				BinlogFile: taken.BinlogFile, BinlogPos: taken.BinlogPos, StartedAt: started, FinishedAt: time.Now().UTC()})
+		},
+	}
+	a.addFlags(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.Host, "host", "", "The server's host name")
+	fl.IntVar(&o.Port, "port", 3306, "The server's port")
+	fl.StringVar(&o.User, "user", "mysqlctl_backup", "The backup account (its password is MYSQL_PWD)")
+	fl.StringVar(&o.DataDir, "datadir", "/var/lib/mysql", "The server's data directory, as mounted here")
+	fl.StringVar(&o.WorkDir, "work-dir", "", "An empty directory for the tool's own files (default a new temporary one)")
+	return cmd
+}
+
+// agentBackupResult is what `agent backup` reports.
+type agentBackupResult struct {
+	Object       backup.Object `json:"object"`
+	RawBytes     int64         `json:"rawBytes"`
+	GTIDPosition string        `json:"gtidPosition"`
+	BinlogFile   string        `json:"binlogFile,omitempty"`
+	BinlogPos    uint64        `json:"binlogPos,omitempty"`
+	StartedAt    time.Time     `json:"startedAt"`
+	FinishedAt   time.Time     `json:"finishedAt"`
+}
+
+func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
+	a := &agentCommon{f: f}
+	o := physical.RestoreOptions{Tool: physical.MariaDB}
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Restore a physical backup from the bucket into an empty data directory",
+		Args:  cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.key == "" || o.BackupID == "" || o.Object.Size <= 0 || o.Object.SHA256 == "" {
+				return cmdutil.FlagErrorf("--key, --backup-id, --size and --sha256 are required")
+			}
+			st, err := a.store()
+			if err != nil {
+				return err
+			}
+			o.Store, o.Key, o.Log = st, a.key, f.IOStreams.ErrOut
+			o.Object.Name = filepath.Base(a.key)
+			o.Raw = &stream.Counter{}
+			stop := a.report("restore", o.Raw)
+			r, err := physical.Restore(cmd.Context(), o)
+			stop()
+			if err != nil {
+				return err
+			}
+			return a.result(r)
+		},
+	}
+	a.addFlags(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.BackupID, "backup-id", "", "The backup's ID (recorded with the restored data)")
+	fl.Int64Var(&o.Object.Size, "size", 0, "The object's size, from the manifest")
+	fl.StringVar(&o.Object.SHA256, "sha256", "", "The object's SHA-256, from the manifest")
+	fl.StringVar(&o.DataDir, "datadir", "/var/lib/mysql", "The new instance's empty data directory")
+	fl.StringVar(&o.UseMemory, "use-memory", "", "Memory for the prepare (mariadb-backup --use-memory)")
+	return cmd
+}
+
+// newCmdAgentInstallSelf copies the running binary to a path: an init container from mysqlctl's
+// image (which has no shell and no cp) puts it in a volume the Job's main container, of the
+// server's image, runs it from.
+func newCmdAgentInstallSelf(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "install-self PATH",
+		Short: "Copy this binary to PATH",
+		Args:  cmdutil.ExactArgs(1, "the path to copy the binary to"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			return copyExecutable(cmd.Context(), self, args[0])
+		},
+	}
+}
+
+func copyExecutable(_ context.Context, from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	tmp := to + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, to)
+}

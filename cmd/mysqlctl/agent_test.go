@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
+)
+
+// TestAgentBackupAndRestore runs the commands a backup Job and a restore Job run, against a real
+// server, mariadb-backup and object store: the result line and the termination message agree, the
+// restore of what the backup reported continues at its GTID position, and neither the server's
+// password nor the bucket's secret key appears in any output.
+func TestAgentBackupAndRestore(t *testing.T) {
+	const pwd, user = "agent-backup-secret", "mysqlctl_backup"
+	src := mariadbtest.Start(t, mariadbtest.Options{})
+	src.Exec(t,
+		"CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pwd+"'",
+		"GRANT RELOAD, PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO '"+user+"'@'%'",
+		"INSERT INTO app.t (v) VALUES ('one'), ('two')")
+	s3 := testenv.StartS3T(t, testenv.S3Options{})
+	env := map[string]string{
+		backup.EnvEndpoint: s3.Endpoint, backup.EnvRegion: s3.Region, backup.EnvBucket: s3.Bucket,
+		backup.EnvPrefix: "ns/c/backups/", backup.EnvPathStyle: "true",
+		backup.EnvAccessKey: s3.AccessKey, backup.EnvSecretKey: s3.SecretKey, "MYSQL_PWD": pwd,
+	}
+	term := filepath.Join(t.TempDir(), "termination-log")
+	res := runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--port", strconv.Itoa(src.Port),
+		"--datadir", src.DataDir, "--key", "b1/data.xbstream.zst", "--termination-log", term)
+	if res.code != 0 {
+		t.Fatalf("agent backup: exit %d\n%s", res.code, res.stderr)
+	}
+	for _, out := range []string{res.stdout, res.stderr} {
+		if strings.Contains(out, pwd) || strings.Contains(out, s3.SecretKey) {
+			t.Errorf("the agent's output holds a secret")
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	last := lines[len(lines)-1]
+	msg, err := os.ReadFile(term)
+	if err != nil || string(msg) != last {
+		t.Fatalf("termination message %q (%v), want the result line %q", msg, err, last)
+	}
+	var got struct {
+		Result struct {
+			Object       backup.Object `json:"object"`
+			GTIDPosition string        `json:"gtidPosition"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(msg, &got); err != nil || got.Result.GTIDPosition == "" || got.Result.Object.SHA256 == "" {
+		t.Fatalf("result %s (%v): want the object and a GTID position", msg, err)
+	}
+	if want := src.QueryString(t, "SELECT @@gtid_binlog_pos"); got.Result.GTIDPosition != want {
+		t.Errorf("backup at %s, the idle server at %s", got.Result.GTIDPosition, want)
+	}
+
+	dataDir := t.TempDir()
+	res = runCommand(t, runOpts{env: env}, "agent", "restore", "--key", "b1/data.xbstream.zst", "--backup-id", "b1",
+		"--size", strconv.FormatInt(got.Result.Object.Size, 10), "--sha256", got.Result.Object.SHA256,
+		"--datadir", dataDir, "--termination-log", "")
+	if res.code != 0 {
+		t.Fatalf("agent restore: exit %d\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stdout, `"gtidPosition":"`+got.Result.GTIDPosition+`"`) {
+		t.Errorf("restore result %s, want the backup's position %s", res.stdout, got.Result.GTIDPosition)
+	}
+	dst := mariadbtest.Start(t, mariadbtest.Options{DataDir: dataDir})
+	if n := dst.QueryString(t, "SELECT COUNT(*) FROM app.t WHERE v IN ('one', 'two')"); n != "2" {
+		t.Errorf("the restored server has %s of the 2 rows", n)
+	}
+
+	// Without the bucket's secret key: a clear error, exit 2, nothing run.
+	delete(env, backup.EnvSecretKey)
+	res = runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--key", "b2/x", "--termination-log", "")
+	if res.code != 2 || !strings.Contains(res.stderr, backup.EnvSecretKey) {
+		t.Errorf("agent backup without a secret key: exit %d, %q; want 2 naming %s", res.code, res.stderr, backup.EnvSecretKey)
+	}
+}
