@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +89,18 @@ func (a *agentCommon) result(v any) error {
 	if a.terminationLog == "" {
 		return nil
 	}
-	if err := os.WriteFile(a.terminationLog, b, 0o644); err != nil && !os.IsNotExist(err) {
+	// The kubelet provides the file; outside a pod there is none, and none is created.
+	f, err := os.OpenFile(a.terminationLog, os.O_WRONLY|os.O_TRUNC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("write the result to %s: %w", a.terminationLog, err)
 	}
 	return nil

@@ -31,6 +31,9 @@ func TestAgentBackupAndRestore(t *testing.T) {
 		backup.EnvAccessKey: s3.AccessKey, backup.EnvSecretKey: s3.SecretKey, "MYSQL_PWD": pwd,
 	}
 	term := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(term, nil, 0o666); err != nil { // the kubelet's file
+		t.Fatal(err)
+	}
 	res := runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--port", strconv.Itoa(src.Port),
 		"--datadir", src.DataDir, "--key", "b1/data.xbstream.zst", "--termination-log", term)
 	if res.code != 0 {

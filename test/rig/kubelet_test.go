@@ -497,3 +497,46 @@ func TestKubectlLogsOfFailedJob(t *testing.T) {
 		t.Fatalf("kubectl logs job/%s: %q %v", job.Name, out, err)
 	}
 }
+
+// TestTerminationMessages: each container's termination message is its own file at its
+// terminationMessagePath, reported when it exits; with FallbackToLogsOnError a failed container
+// that wrote none reports its log's tail, as the kubelet does.
+func TestTerminationMessages(t *testing.T) {
+	mariadb(t) // the namespace and a node running pods
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sh := func(name, script string) corev1.Container {
+		return corev1.Container{Name: name, Image: "mariadb:10.11", Command: []string{"bash", "-c", script}}
+	}
+	fallback := sh("fails", "echo 'the tail of the log'; exit 3")
+	fallback.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	custom := sh("custom", "echo -n at-its-path > /dev/mysqlctl-result")
+	custom.TerminationMessagePath = "/dev/mysqlctl-result"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "messages", Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:  corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{sh("init", "echo -n from-init > /dev/termination-log")},
+			Containers: []corev1.Container{
+				sh("result", `sleep 0.5; echo -n '{"result":1}' > /dev/termination-log`),
+				fallback, custom,
+			},
+		},
+	}
+	if _, err := r.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) }()
+	p := podAfter(t, ctx, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	want := map[string]string{"init": "from-init", "result": `{"result":1}`, "fails": "the tail of the log", "custom": "at-its-path"}
+	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		term := cs.State.Terminated
+		if term == nil {
+			t.Errorf("container %s has not terminated: %+v", cs.Name, cs.State)
+			continue
+		}
+		if term.Message != want[cs.Name] {
+			t.Errorf("container %s: termination message %q, want %q", cs.Name, term.Message, want[cs.Name])
+		}
+	}
+}

@@ -408,7 +408,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *ctr) {
 	case imageMysqlctl:
 		argv = mysqlctlArgv(argv, w.ip)
 	}
-	layer := filepath.Join(w.dir, "containers", c.spec.Name)
+	layer := w.layerDir(c)
 	if err := os.RemoveAll(layer); err != nil {
 		w.setWaiting(c, "CreateContainerError", err.Error(), 2*time.Second)
 		return
@@ -418,7 +418,7 @@ func (w *podWorker) startContainer(ctx context.Context, c *ctr) {
 		w.setWaiting(c, "CreateContainerError", err.Error(), 2*time.Second)
 		return
 	}
-	logPath := filepath.Join(w.dir, "logs", c.spec.Name+".log")
+	logPath := w.logPath(c)
 	if f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		_, _ = fmt.Fprintf(f, "---- rig: start #%d of container %s at %s: %q\n", c.instance+1, c.spec.Name, time.Now().Format(time.RFC3339Nano), argv)
 		_ = f.Close()
@@ -544,6 +544,13 @@ func (w *podWorker) killForProbe(c *ctr, kind string) {
 	}()
 }
 
+// layerDir is a container's own directory: what its image's layer would hold (its /tmp, its
+// termination message, the mariadb image's /etc/mysql).
+func (w *podWorker) layerDir(c *ctr) string { return filepath.Join(w.dir, "containers", c.spec.Name) }
+
+// logPath is a container's log file.
+func (w *podWorker) logPath(c *ctr) string { return filepath.Join(w.dir, "logs", c.spec.Name+".log") }
+
 // containerExited records a finished container and decides about its restart.
 func (w *podWorker) containerExited(c *ctr) {
 	code, sig, finished := c.proc.result()
@@ -565,6 +572,7 @@ func (w *podWorker) containerExited(c *ctr) {
 		StartedAt:   secs(c.startedAt),
 		FinishedAt:  secs(finished),
 		ContainerID: w.containerID(c),
+		Message:     terminationMessage(&c.spec, w.layerDir(c), w.logPath(c), c.instance, code),
 	}
 	w.a.logf("pod %s: container %s exited with code %d", w.key, c.spec.Name, code)
 	if w.terminating {

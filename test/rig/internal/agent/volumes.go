@@ -302,6 +302,16 @@ func (w *podWorker) containerMounts(c *corev1.Container, kind emulated, vols map
 	if privateTmp != "" {
 		mounts = append(mounts, mount{src: privateTmp, dst: "/tmp", last: true})
 	}
+	// The termination message: a file of the container's own at its terminationMessagePath, read
+	// when the container exits (terminationMessage).
+	term := filepath.Join(layer, terminationFile)
+	if err := os.WriteFile(term, nil, 0o666); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(term, 0o666); err != nil {
+		return nil, err
+	}
+	mounts = append(mounts, mount{src: term, dst: terminationPath(c)})
 	for _, m := range mounts {
 		if err := w.ensureMountpoint(m, mounts); err != nil {
 			return nil, err
@@ -436,4 +446,45 @@ func mountedUnder(mounted map[string]bool, dir string) bool {
 		}
 	}
 	return false
+}
+
+// terminationFile is a container's termination message file, in its layer directory.
+const terminationFile = "termination-log"
+
+// maxTerminationMessage is what the kubelet keeps of a termination message (4096 bytes), and
+// logTailForMessage what it takes from the log under FallbackToLogsOnError (80 lines, 2048 bytes).
+const (
+	maxTerminationMessage = 4096
+	logTailForMessage     = 2048
+	logLinesForMessage    = 80
+)
+
+func terminationPath(c *corev1.Container) string {
+	if c.TerminationMessagePath != "" {
+		return filepath.Clean(c.TerminationMessagePath)
+	}
+	return corev1.TerminationMessagePathDefault
+}
+
+// terminationMessage is what the kubelet reports of an exited container: its termination
+// message file, at most 4096 bytes; when that is empty, the container failed and its policy is
+// FallbackToLogsOnError, the tail of its log.
+func terminationMessage(c *corev1.Container, layer, logPath string, instance, code int) string {
+	b, _ := os.ReadFile(filepath.Join(layer, terminationFile))
+	if len(b) > maxTerminationMessage {
+		b = b[:maxTerminationMessage]
+	}
+	if len(b) > 0 || code == 0 || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		return string(b)
+	}
+	all, _ := os.ReadFile(logPath)
+	log, _ := instanceLog(all, instance)
+	if len(log) > logTailForMessage {
+		log = log[len(log)-logTailForMessage:]
+	}
+	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+	if len(lines) > logLinesForMessage {
+		lines = lines[len(lines)-logLinesForMessage:]
+	}
+	return strings.Join(lines, "\n")
 }
