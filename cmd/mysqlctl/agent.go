@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
@@ -46,7 +47,6 @@ type agentCommon struct {
 
 func (a *agentCommon) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&a.terminationLog, "termination-log", "/dev/termination-log", "Where the result is written for the operation to read (empty: nowhere)")
-	cmd.Flags().StringVar(&a.key, "key", "", "The object's key below the bucket's prefix")
 }
 
 func (a *agentCommon) store() (*objectstore.Store, error) {
@@ -109,16 +109,18 @@ func (a *agentCommon) result(v any) error {
 func newCmdAgentBackup(f *cmdutil.Factory) *cobra.Command {
 	a := &agentCommon{f: f}
 	o := physical.TakeOptions{Tool: physical.MariaDB}
+	var m backup.Manifest
 	cmd := &cobra.Command{
 		Use:   "backup",
 		Short: "Stream a physical backup of a running server to the bucket",
 		Long: `Runs mariadb-backup against the server and uploads its stream, compressed, to the
-bucket named by MYSQLCTL_BUCKET* and AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. The server's password
-is MYSQL_PWD. Nothing is left under --key unless the tool completed.`,
+bucket named by MYSQLCTL_BUCKET* and AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then the backup's
+manifest, its commit marker. The server's password is MYSQL_PWD. Nothing is left under the
+backup's directory unless the tool completed.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if a.key == "" || o.Host == "" || o.DataDir == "" {
-				return cmdutil.FlagErrorf("--key, --host and --datadir are required")
+			if m.ID == "" || m.Namespace == "" || m.Cluster == "" || m.Source == "" || o.Host == "" || o.DataDir == "" {
+				return cmdutil.FlagErrorf("--id, --namespace, --cluster, --source, --host and --datadir are required")
 			}
 			st, err := a.store()
 			if err != nil {
@@ -130,24 +132,37 @@ is MYSQL_PWD. Nothing is left under --key unless the tool completed.`,
 				}
 				defer func() { _ = os.RemoveAll(o.WorkDir) }()
 			}
-			o.Store, o.Key, o.Log = st, a.key, f.IOStreams.ErrOut
+			o.Store, o.Key, o.Log = st, backup.Key(m.Namespace, m.Cluster, m.ID, physical.ObjectName), f.IOStreams.ErrOut
 			if pwd := f.Getenv("MYSQL_PWD"); pwd != "" {
 				o.Env = append(os.Environ(), "MYSQL_PWD="+pwd)
 			}
 			o.Raw = &stream.Counter{}
-			started := time.Now().UTC()
+			m.StartedAt = time.Now().UTC().Truncate(time.Second)
 			stop := a.report("backup", o.Raw)
 			taken, err := physical.Take(cmd.Context(), o)
 			stop()
 			if err != nil {
 				return err
 			}
-			return a.result(agentBackupResult{Object: taken.Object, RawBytes: taken.RawBytes, GTIDPosition: taken.GTIDPosition,
-				BinlogFile: taken.BinlogFile, BinlogPos: taken.BinlogPos, StartedAt: started, FinishedAt: time.Now().UTC()})
+			m.Format, m.Method, m.Compression = backup.FormatVersion, backup.MethodPhysical, stream.Compression
+			m.ServerVersion, m.GTIDPosition = taken.ServerVersion, taken.GTIDPosition
+			m.FinishedAt = time.Now().UTC().Truncate(time.Second)
+			m.Objects = []backup.Object{taken.Object}
+			if err := stream.WriteManifest(cmd.Context(), st, m); err != nil {
+				_ = st.Delete(context.WithoutCancel(cmd.Context()), o.Key)
+				return fmt.Errorf("write the manifest of backup %s: %w", m.ID, err)
+			}
+			return a.result(agentBackupResult{Manifest: m, RawBytes: taken.RawBytes, BinlogFile: taken.BinlogFile, BinlogPos: taken.BinlogPos})
 		},
 	}
 	a.addFlags(cmd)
 	fl := cmd.Flags()
+	fl.StringVar(&m.ID, "id", "", "The backup's ID")
+	fl.StringVar(&m.Namespace, "namespace", "", "The cluster's namespace (the backup's directory, and its manifest)")
+	fl.StringVar(&m.Cluster, "cluster", "", "The cluster's name")
+	fl.StringVar(&m.ClusterUID, "cluster-uid", "", "The cluster's UID")
+	fl.StringVar(&m.Flavor, "flavor", string(v1.FlavorMariaDB), "The server's flavor")
+	fl.StringVar(&m.Source, "source", "", "The instance backed up")
 	fl.StringVar(&o.Host, "host", "", "The server's host name")
 	fl.IntVar(&o.Port, "port", 3306, "The server's port")
 	fl.StringVar(&o.User, "user", "mysqlctl_backup", "The backup account (its password is MYSQL_PWD)")
@@ -158,13 +173,10 @@ is MYSQL_PWD. Nothing is left under --key unless the tool completed.`,
 
 // agentBackupResult is what `agent backup` reports.
 type agentBackupResult struct {
-	Object       backup.Object `json:"object"`
-	RawBytes     int64         `json:"rawBytes"`
-	GTIDPosition string        `json:"gtidPosition"`
-	BinlogFile   string        `json:"binlogFile,omitempty"`
-	BinlogPos    uint64        `json:"binlogPos,omitempty"`
-	StartedAt    time.Time     `json:"startedAt"`
-	FinishedAt   time.Time     `json:"finishedAt"`
+	Manifest   backup.Manifest `json:"manifest"`
+	RawBytes   int64           `json:"rawBytes"`
+	BinlogFile string          `json:"binlogFile,omitempty"`
+	BinlogPos  uint64          `json:"binlogPos,omitempty"`
 }
 
 func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
@@ -196,6 +208,7 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 	}
 	a.addFlags(cmd)
 	fl := cmd.Flags()
+	fl.StringVar(&a.key, "key", "", "The object's key below the bucket's prefix")
 	fl.StringVar(&o.BackupID, "backup-id", "", "The backup's ID (recorded with the restored data)")
 	fl.Int64Var(&o.Object.Size, "size", 0, "The object's size, from the manifest")
 	fl.StringVar(&o.Object.SHA256, "sha256", "", "The object's SHA-256, from the manifest")

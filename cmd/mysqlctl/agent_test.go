@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"k8s.io/utils/ptr"
 
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
@@ -27,7 +31,7 @@ func TestAgentBackupAndRestore(t *testing.T) {
 	s3 := testenv.StartS3T(t, testenv.S3Options{})
 	env := map[string]string{
 		backup.EnvEndpoint: s3.Endpoint, backup.EnvRegion: s3.Region, backup.EnvBucket: s3.Bucket,
-		backup.EnvPrefix: "ns/c/backups/", backup.EnvPathStyle: "true",
+		backup.EnvPrefix: "team-a/", backup.EnvPathStyle: "true",
 		backup.EnvAccessKey: s3.AccessKey, backup.EnvSecretKey: s3.SecretKey, "MYSQL_PWD": pwd,
 	}
 	term := filepath.Join(t.TempDir(), "termination-log")
@@ -35,7 +39,8 @@ func TestAgentBackupAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--port", strconv.Itoa(src.Port),
-		"--datadir", src.DataDir, "--key", "b1/data.xbstream.zst", "--termination-log", term)
+		"--datadir", src.DataDir, "--id", "20261206T120000Z", "--namespace", "ns", "--cluster", "c", "--source", "c-1",
+		"--termination-log", term)
 	if res.code != 0 {
 		t.Fatalf("agent backup: exit %d\n%s", res.code, res.stderr)
 	}
@@ -52,26 +57,36 @@ func TestAgentBackupAndRestore(t *testing.T) {
 	}
 	var got struct {
 		Result struct {
-			Object       backup.Object `json:"object"`
-			GTIDPosition string        `json:"gtidPosition"`
+			Manifest backup.Manifest `json:"manifest"`
 		} `json:"result"`
 	}
-	if err := json.Unmarshal(msg, &got); err != nil || got.Result.GTIDPosition == "" || got.Result.Object.SHA256 == "" {
-		t.Fatalf("result %s (%v): want the object and a GTID position", msg, err)
+	if err := json.Unmarshal(msg, &got); err != nil || len(got.Result.Manifest.Objects) != 1 {
+		t.Fatalf("result %s (%v): want the manifest of one object", msg, err)
 	}
-	if want := src.QueryString(t, "SELECT @@gtid_binlog_pos"); got.Result.GTIDPosition != want {
-		t.Errorf("backup at %s, the idle server at %s", got.Result.GTIDPosition, want)
+	m := got.Result.Manifest
+	if want := src.QueryString(t, "SELECT @@gtid_binlog_pos"); m.GTIDPosition != want || m.Source != "c-1" || m.ServerVersion == "" {
+		t.Errorf("manifest %+v: want the idle server's position %s, source c-1 and its version", m, want)
+	}
+	// The manifest in the bucket, written last, is the one reported.
+	body, err := s3.Client().GetObject(t.Context(), &s3api.GetObjectInput{Bucket: &s3.Bucket, Key: ptr.To("team-a/ns/c/backups/20261206T120000Z/manifest.json")})
+	if err != nil {
+		t.Fatalf("the manifest in the bucket: %v", err)
+	}
+	stored, _ := io.ReadAll(body.Body)
+	_ = body.Body.Close()
+	if sm, err := backup.Decode(stored); err != nil || sm.Objects[0] != m.Objects[0] || sm.GTIDPosition != m.GTIDPosition {
+		t.Errorf("stored manifest %+v (%v), reported %+v", sm, err, m)
 	}
 
 	dataDir := t.TempDir()
-	res = runCommand(t, runOpts{env: env}, "agent", "restore", "--key", "b1/data.xbstream.zst", "--backup-id", "b1",
-		"--size", strconv.FormatInt(got.Result.Object.Size, 10), "--sha256", got.Result.Object.SHA256,
+	res = runCommand(t, runOpts{env: env}, "agent", "restore", "--key", "ns/c/backups/20261206T120000Z/data.xbstream.zst", "--backup-id", "20261206T120000Z",
+		"--size", strconv.FormatInt(m.Objects[0].Size, 10), "--sha256", m.Objects[0].SHA256,
 		"--datadir", dataDir, "--termination-log", "")
 	if res.code != 0 {
 		t.Fatalf("agent restore: exit %d\n%s", res.code, res.stderr)
 	}
-	if !strings.Contains(res.stdout, `"gtidPosition":"`+got.Result.GTIDPosition+`"`) {
-		t.Errorf("restore result %s, want the backup's position %s", res.stdout, got.Result.GTIDPosition)
+	if !strings.Contains(res.stdout, `"gtidPosition":"`+m.GTIDPosition+`"`) {
+		t.Errorf("restore result %s, want the backup's position %s", res.stdout, m.GTIDPosition)
 	}
 	dst := mariadbtest.Start(t, mariadbtest.Options{DataDir: dataDir})
 	if n := dst.QueryString(t, "SELECT COUNT(*) FROM app.t WHERE v IN ('one', 'two')"); n != "2" {
@@ -80,7 +95,7 @@ func TestAgentBackupAndRestore(t *testing.T) {
 
 	// Without the bucket's secret key: a clear error, exit 2, nothing run.
 	delete(env, backup.EnvSecretKey)
-	res = runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--key", "b2/x", "--termination-log", "")
+	res = runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--id", "20261206T130000Z", "--namespace", "ns", "--cluster", "c", "--source", "c-1", "--termination-log", "")
 	if res.code != 2 || !strings.Contains(res.stderr, backup.EnvSecretKey) {
 		t.Errorf("agent backup without a secret key: exit %d, %q; want 2 naming %s", res.code, res.stderr, backup.EnvSecretKey)
 	}

@@ -42,12 +42,16 @@ type FlavorTools struct {
 	Env []corev1.EnvVar
 }
 
-func ToolsFor(c *v1.MysqlCluster) FlavorTools {
-	flavor := c.Spec.Flavor
-	if flavor == "" {
-		flavor = v1.FlavorFromImage(c.Spec.Image)
+// Flavor is the cluster's flavor: spec.flavor, else the one its image's name says.
+func Flavor(c *v1.MysqlCluster) v1.Flavor {
+	if c.Spec.Flavor != "" {
+		return c.Spec.Flavor
 	}
-	if flavor == v1.FlavorMariaDB {
+	return v1.FlavorFromImage(c.Spec.Image)
+}
+
+func ToolsFor(c *v1.MysqlCluster) FlavorTools {
+	if Flavor(c) == v1.FlavorMariaDB {
 		// MariaDB 11 images no longer ship the mysql* names.
 		return FlavorTools{RootPasswordEnv: "MARIADB_ROOT_PASSWORD", Client: "mariadb", Admin: "mariadb-admin", Dump: "mariadb-dump",
 			Env: []corev1.EnvVar{{Name: "MARIADB_AUTO_UPGRADE", Value: "1"}}}

@@ -76,6 +76,8 @@ type Taken struct {
 	GTIDPosition string
 	BinlogFile   string
 	BinlogPos    uint64
+	// ServerVersion is the version the server reported to the tool.
+	ServerVersion string
 }
 
 // messageTail is how much of the tool's output an error quotes.
@@ -122,6 +124,7 @@ func Take(ctx context.Context, o TakeOptions) (Taken, error) {
 	}
 	t := Taken{Object: obj, RawBytes: raw}
 	t.BinlogFile, t.BinlogPos, t.GTIDPosition = msgs.position()
+	t.ServerVersion = msgs.serverVersion()
 	return t, nil
 }
 
@@ -135,12 +138,16 @@ type messages struct {
 	file string
 	pos  uint64
 	gtid string
+	ver  string
 }
 
 func newMessages(log io.Writer) *messages { return &messages{log: log} }
 
 // binlogLine is mariadb-backup's report of the copy's position:
 // "MySQL binlog position: filename 'mysql-bin.000002', position '344', GTID of the last change '0-1-2'".
+// versionLine is its report of the server's version: "Using server version 10.11.14-MariaDB-log".
+var versionLine = regexp.MustCompile(`Using server version (\S+)`)
+
 var binlogLine = regexp.MustCompile(`binlog position: filename '([^']*)', position '([0-9]+)'(?:, GTID of the last change '([^']*)')?`)
 
 func (m *messages) Write(p []byte) (int, error) {
@@ -168,6 +175,9 @@ func (m *messages) parse(line string) {
 	if strings.HasSuffix(strings.TrimSpace(line), "completed OK!") {
 		m.ok = true
 	}
+	if s := versionLine.FindStringSubmatch(line); s != nil {
+		m.ver = s[1]
+	}
 	if s := binlogLine.FindStringSubmatch(line); s != nil {
 		m.file = s[1]
 		m.pos, _ = strconv.ParseUint(s[2], 10, 64)
@@ -185,6 +195,12 @@ func (m *messages) position() (string, uint64, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.file, m.pos, m.gtid
+}
+
+func (m *messages) serverVersion() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ver
 }
 
 func (m *messages) tail() string {

@@ -103,6 +103,9 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("take: %v", err)
 	}
 	t.Logf("backup: %d bytes of stream stored as %d, at %s %s:%d; %d writes during it", taken.RawBytes, taken.Object.Size, taken.GTIDPosition, taken.BinlogFile, taken.BinlogPos, n)
+	if want := src.QueryString(t, "SELECT @@version"); taken.ServerVersion != want {
+		t.Errorf("the tool reported server version %q, the server says %q", taken.ServerVersion, want)
+	}
 	if taken.GTIDPosition == "" || taken.BinlogFile == "" || taken.RawBytes != raw.Bytes() || taken.Object.Size <= 0 || taken.Object.Size >= taken.RawBytes {
 		t.Errorf("taken = %+v (counted %d): want a GTID position, a binlog position and a compressed object", taken, raw.Bytes())
 	}

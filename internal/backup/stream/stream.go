@@ -7,6 +7,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,4 +123,15 @@ func Download(ctx context.Context, st *objectstore.Store, key string, o backup.O
 		return n, err
 	}
 	return n, nil
+}
+
+// WriteManifest checks m and writes it into its backup's directory: the commit marker, written
+// last, after every object it lists is stored.
+func WriteManifest(ctx context.Context, st *objectstore.Store, m backup.Manifest) error {
+	b, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = st.Put(ctx, backup.Key(m.Namespace, m.Cluster, m.ID, backup.ManifestName), bytes.NewReader(b))
+	return err
 }

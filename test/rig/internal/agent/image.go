@@ -111,9 +111,9 @@ func reportedVersion(ref, host string) string {
 // prepareImage writes the emulated image's files under dir and makes sure the datadir template exists
 // (built once per mariadbd version under cacheDir and reused by later rigs).
 func prepareImage(ctx context.Context, dir, cacheDir string) (*image, error) {
-	for _, bin := range []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin", "nsenter", "mount"} {
+	for _, bin := range []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin", "mariadb-backup", "mbstream", "nsenter", "mount"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("%s not found (apt-get install mariadb-server util-linux): %w", bin, err)
+			return nil, fmt.Errorf("%s not found (apt-get install mariadb-server mariadb-backup util-linux): %w", bin, err)
 		}
 	}
 	out, err := exec.CommandContext(ctx, "mariadbd", "--version").Output()
