@@ -185,6 +185,74 @@ type MysqlClusterStatus struct {
 	// mysqlctl; do not edit.
 	// +optional
 	Request *RequestStatus `json:"request,omitempty"`
+	// Backups (`mysqlctl backup create`): the one running, the last that succeeded and the last
+	// that failed. A backup has this slot of its own, never status.operation, so that it never
+	// holds up a failover or a switchover. Written by mysqlctl; do not edit.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
+}
+
+// BackupStatus is the state of a cluster's backups.
+type BackupStatus struct {
+	// The backup in progress: its stage and its evidence.
+	// +optional
+	Running *BackupRun `json:"running,omitempty"`
+	// The last backup that completed (its manifest is in the bucket).
+	// +optional
+	Last *BackupRecord `json:"last,omitempty"`
+	// The last backup that failed, with why.
+	// +optional
+	LastFailure *BackupRecord `json:"lastFailure,omitempty"`
+}
+
+// BackupRun is a backup in progress.
+type BackupRun struct {
+	// The backup's ID, also the name of its directory in the bucket.
+	ID string `json:"id"`
+	// The stage it is at: ChoosingSource, PreparingAccount, Copying or Recording.
+	Stage string `json:"stage"`
+	// The actor that runs it.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+	// When the backup began.
+	StartedAt metav1.Time `json:"startedAt"`
+	// The instance (pod) whose data is copied.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// Why that instance was chosen, with the evidence.
+	// +optional
+	SourceReason string `json:"sourceReason,omitempty"`
+	// The Job that copies it.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// What the stage waits for, when it waits.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// BackupRecord is a finished backup.
+type BackupRecord struct {
+	// The backup's ID, also the name of its directory in the bucket.
+	ID string `json:"id"`
+	// The instance (pod) whose data is copied.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// The GTID position the copy is consistent at.
+	// +optional
+	GTIDPosition string `json:"gtidPosition,omitempty"`
+	// When the backup began.
+	StartedAt metav1.Time `json:"startedAt"`
+	// When it completed or failed.
+	FinishedAt metav1.Time `json:"finishedAt"`
+	// Bytes stored in the bucket (compressed).
+	// +optional
+	StoredBytes int64 `json:"storedBytes,omitempty"`
+	// Bytes of data read from the instance.
+	// +optional
+	RawBytes int64 `json:"rawBytes,omitempty"`
+	// Why it failed (failures only).
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // AnnotationRequest is where a command run while a watch supervises the cluster leaves its

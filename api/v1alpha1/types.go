@@ -167,6 +167,56 @@ type MysqlClusterSpec struct {
 	// still work.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Where the cluster's backups go: an S3-compatible bucket and the Secret with its keys. A
+	// backup is a physical copy of a replica's data directory, streamed by a Job on the replica's
+	// node to BUCKET/PREFIX/NAMESPACE/NAME/backups/ID/, with a manifest written last. Absent: no
+	// backups.
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+}
+
+// BackupSpec names the bucket backups go to.
+type BackupSpec struct {
+	// Name of the bucket (3 to 63 characters). mysqlctl never creates or deletes buckets.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	Bucket string `json:"bucket"`
+
+	// A prefix of every key this cluster's backups are written under, for example team-a/ (default
+	// none); the backups of NAMESPACE/NAME go to PREFIX NAMESPACE/NAME/backups/.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Prefix string `json:"prefix,omitempty"`
+
+	// URL of an S3-compatible store, such as https://s3.example.com or http://10.0.0.5:9000;
+	// empty for AWS S3 in region.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="backup.endpoint must be an http:// or https:// URL"
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// The region requests are signed for (default us-east-1).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+
+	// Addresses the bucket in the URL's path rather than its host name: most stores other than
+	// AWS S3 need it.
+	// +optional
+	PathStyle bool `json:"pathStyle,omitempty"`
+
+	// Name of the Secret, in the cluster's namespace, with the bucket's keys: access-key-id and
+	// secret-access-key. They reach the backup Job from the Secret only, never as values.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecretName string `json:"credentialsSecretName"`
+
+	// mysqlctl's container image, from which a backup Job copies the agent that streams the
+	// backup (default mysqlctl:latest). The copy itself runs in the source pod's own server image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	AgentImage string `json:"agentImage,omitempty"`
 }
 
 // StorageSpec is the persistent volume claimed per instance. It is fixed once the cluster exists:
