@@ -71,7 +71,9 @@ func TestBackupJobOnTheSourceNode(t *testing.T) {
 	if _, err := r.Client.CoreV1().Secrets("default").Create(ctx, bucketSecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = r.Client.CoreV1().Secrets("default").Delete(context.Background(), bucketSecret.Name, metav1.DeleteOptions{}) }()
+	defer func() {
+		_ = r.Client.CoreV1().Secrets("default").Delete(context.Background(), bucketSecret.Name, metav1.DeleteOptions{})
+	}()
 
 	source, err := r.Client.CoreV1().Pods("default").Get(ctx, name+"-1", metav1.GetOptions{})
 	if err != nil {
