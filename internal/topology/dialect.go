@@ -264,6 +264,13 @@ const (
 	// RoleAppReader is a read-only application account: SELECT on every
 	// schema except mysql, sys and FenceSchema.
 	RoleAppReader
+	// RoleBackup can take a physical backup and nothing else: MariaDB's
+	// mariadb-backup needs RELOAD (BACKUP STAGE), PROCESS, BINLOG MONITOR
+	// (the binlog position) and SLAVE MONITOR; MySQL's XtraBackup needs
+	// RELOAD, PROCESS, LOCK TABLES, REPLICATION CLIENT and, from 8.0,
+	// BACKUP_ADMIN and SELECT on performance_schema.log_status. No data
+	// privilege: the copy reads files, not rows.
+	RoleBackup
 )
 
 // ReadOnlyAdminRole is the MariaDB role that carries READ_ONLY ADMIN, the

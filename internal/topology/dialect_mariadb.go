@@ -356,6 +356,11 @@ func (d mariadbDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 			stmt("REVOKE READ_ONLY ADMIN ON *.* FROM "+acct),
 			stmt("SET DEFAULT ROLE NONE FOR "+acct),
 		), nil
+	case RoleBackup:
+		return append(user,
+			stmt("GRANT RELOAD, PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO "+acct),
+			stmt("SET DEFAULT ROLE NONE FOR "+acct),
+		), nil
 	case RoleAppWriter, RoleAppReader:
 		grants, err := appGrants(u.Role, acct)
 		if err != nil {

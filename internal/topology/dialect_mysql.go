@@ -337,6 +337,11 @@ func (d mysqlDialect) EnsureUser(u UserSpec) ([]Stmt, error) {
 		out = append(out, d.adminInterfaceGrant(acct)...)
 		// INSTALL PLUGIN writes mysql.plugin (semi-sync plugins).
 		out = append(out, stmt("GRANT INSERT, DELETE ON mysql.plugin TO "+acct), fenceGrant(acct))
+	case RoleBackup:
+		out = append(out, stmt("GRANT RELOAD, PROCESS, LOCK TABLES, REPLICATION CLIENT ON *.* TO "+acct))
+		if d.f.Line != MySQL57 {
+			out = append(out, stmt("GRANT BACKUP_ADMIN ON *.* TO "+acct), stmt("GRANT SELECT ON performance_schema.log_status TO "+acct))
+		}
 	case RoleAppWriter, RoleAppReader:
 		// No global privilege is granted, so neither SUPER nor
 		// CONNECTION_ADMIN; super_read_only binds every account anyway.

@@ -85,5 +85,7 @@ func renderDialect(d Dialect) string {
 	lineErr("user app", stmts, err)
 	stmts, err = d.EnsureUser(UserSpec{User: "app_ro", Password: "r", Role: RoleAppReader})
 	lineErr("user app_ro", stmts, err)
+	stmts, err = d.EnsureUser(UserSpec{User: "mysqlctl_backup", Password: "b", Role: RoleBackup})
+	lineErr("user backup", stmts, err)
 	return b.String()
 }
