@@ -146,6 +146,7 @@ server cannot reach a pod's node: the message says what to change).`,
 		NewCmdResume(f, nil),
 		NewCmdAbort(f, nil),
 		NewCmdWatch(f, nil),
+		NewCmdBackup(f),
 		NewCmdAgent(f),
 	)
 	registerNameCompletion(root, f)

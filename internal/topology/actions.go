@@ -909,6 +909,12 @@ type EnsureUserOptions struct {
 	// transactions on the replicas). Leave it false on a running primary,
 	// whose replicas should receive the accounts.
 	SkipBinlog bool
+	// RequireWritable runs the statements without ReadOnlyAdminRole, so that
+	// read_only refuses them (error 1290) on any server but a writable
+	// primary: an actor that is not the cluster's operation (a backup) must
+	// never write on a fenced old primary, where a write is an errant
+	// transaction.
+	RequireWritable bool
 }
 
 // EnsureUser creates or converges one account (idempotent: CREATE USER IF
@@ -930,7 +936,7 @@ func (i *Instance) EnsureUser(ctx context.Context, spec UserSpec, opts EnsureUse
 	}
 	op := "ensure user " + spec.User
 	_, _, elevate := d.Elevate()
-	if !opts.SkipBinlog && !elevate {
+	if !opts.SkipBinlog && (!elevate || opts.RequireWritable) {
 		return i.exec(ctx, op, stmts...)
 	}
 	return i.withSession(ctx, op, d, sessionOptions{elevate: elevate, skipBinlog: opts.SkipBinlog}, func(s *pinnedSession) error {

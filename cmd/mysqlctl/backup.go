@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+)
+
+// defaultBackupTimeout bounds `backup create`: a backup of a large database takes hours.
+const defaultBackupTimeout = 6 * time.Hour
+
+// NewCmdBackup groups the backup commands.
+func NewCmdBackup(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "Take physical backups of a cluster to an S3-compatible bucket",
+		Long: `A backup is a physical copy of one instance's data directory (mariadb-backup), streamed,
+compressed, by a Job on that instance's node to the bucket spec.backup names, under
+PREFIX NAMESPACE/NAME/backups/ID/, with a manifest written last: a backup without its manifest is
+not one. The Job reads the data volume read-only and reaches the server as the mysqlctl_backup
+account (RELOAD, PROCESS, BINLOG MONITOR, SLAVE MONITOR), whose password mysqlctl adds to the
+cluster's Secret as backup-password. Credentials reach the Job from Secrets only.
+
+Set spec.backup first (kubectl edit, or apply -f):
+
+  backup:
+    bucket: my-backups
+    endpoint: https://s3.example.com     # empty for AWS S3
+    region: us-east-1
+    pathStyle: true                      # most stores other than AWS S3
+    credentialsSecretName: my-bucket     # keys access-key-id and secret-access-key
+
+A backup is recorded in status.backup, a slot of its own: it never holds up a failover or a
+switchover, and one runs at a time per cluster.`,
+		Args: cmdutil.NoArgs,
+	}
+	cmd.AddCommand(NewCmdBackupCreate(f, nil))
+	return cmd
+}
+
+// BackupCreateOptions holds the backup create command's flags.
+type BackupCreateOptions struct {
+	f *cmdutil.Factory
+
+	Name    string
+	Source  string
+	Output  string
+	Timeout time.Duration
+	Dialer  string
+}
+
+// NewCmdBackupCreate takes a backup, or continues the one recorded.
+func NewCmdBackupCreate(f *cmdutil.Factory, runF func(*BackupCreateOptions) error) *cobra.Command {
+	o := &BackupCreateOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "create NAME [--source replica|primary|POD]",
+		Short: "Take a backup of a cluster now",
+		Long: `Create takes a physical backup of the cluster and waits for it, each stage recorded in
+status.backup.running:
+
+  ChoosingSource     the instance to copy: by default the highest-ordinal ready replica that is
+                     not quarantined, never one the primary needs to acknowledge its commits
+                     (semiSync.waitForReplicas); --source primary or --source POD choose
+  PreparingAccount   the mysqlctl_backup account, created on the writable primary (never on a
+                     read-only server) so that every replica has it
+  Copying            a Job on the source's node streams mariadb-backup's copy to the bucket and
+                     writes the manifest last; its result is the manifest
+
+When the command is interrupted, running it again continues the recorded backup where it stopped
+(a Job already started is waited for, never started twice). A failed backup leaves nothing listed
+and is recorded in status.backup.lastFailure with why.`,
+		Example: example(f,
+			"# Back up a replica of demo",
+			"%[1]s backup create demo",
+			"# Back up the primary (a cluster with one replica under semi-sync)",
+			"%[1]s backup create demo --source primary",
+			"# The backup's record as JSON, for a script",
+			"%[1]s backup create demo -o json"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if err := validateTimeout(o.Timeout); err != nil {
+				return err
+			}
+			if err := cmdutil.ValidateOutput(o.Output, cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Source, "source", orchestrate.BackupSourceReplica, "The instance to copy: replica (a ready replica not needed for semi-sync acknowledgements), primary, or a pod's name")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultBackupTimeout, "How long to wait for the backup; when it passes, the backup stays recorded and running it again continues it")
+	addDialerFlag(cmd, &o.Dialer)
+	cmdutil.AddOutputFlag(cmd, &o.Output, cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML)
+	return cmd
+}
+
+// Run takes the backup (or continues the recorded one) and prints its record.
+func (o *BackupCreateOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, cluster, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	c, err := o.f.Client()
+	if err != nil {
+		return err
+	}
+	connect, closeFn, err := o.f.Connector(o.Dialer)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	ios := o.f.IOStreams
+	start := time.Now()
+	r := &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()}
+	rec, err := r.Backup(ctx, client.ObjectKeyFromObject(cluster), orchestrate.BackupOptions{
+		Source: o.Source,
+		Progress: func(run v1.BackupRun) {
+			line := fmt.Sprintf("[%6.1fs] backup %s %s", time.Since(start).Seconds(), run.ID, run.Stage)
+			if run.Message != "" {
+				line += ": " + run.Message
+			}
+			fmt.Fprintln(ios.ErrOut, line)
+		},
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w after %s: %w (the backup stays recorded: run 'backup create %s' again to continue it)", outcomeTimedOut(), o.Timeout, err, cluster.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if o.Output != cmdutil.OutputTable {
+		return cmdutil.PrintStructured(ios.Out, o.Output, rec)
+	}
+	_, err = fmt.Fprintf(ios.Out, "backup %s of %s completed in %s: %s stored (%s read) from %s, at GTID %s\n",
+		rec.ID, cluster.Name, rec.FinishedAt.Sub(rec.StartedAt.Time).Round(time.Second), humanBytes(rec.StoredBytes), humanBytes(rec.RawBytes), rec.Source, rec.GTIDPosition)
+	return err
+}
+
+// humanBytes prints a byte count in binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,405 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/topology"
+)
+
+// A backup (internal/backup/DESIGN.md) is recorded in status.backup.running, a slot of its own:
+// it never takes status.operation or the cluster's Lease, so it never holds up a failover, a
+// switchover or a repair, and none of them waits for it. Its stages are walked by runBackup; each
+// is idempotent, so a backup interrupted anywhere (a killed CLI) continues where it stopped when
+// `backup create` runs again.
+const (
+	StageBackupChoosingSource   = "ChoosingSource"
+	StageBackupPreparingAccount = "PreparingAccount"
+	StageBackupCopying          = "Copying"
+)
+
+// BackupStages are a backup's stages in order.
+var BackupStages = []string{StageBackupChoosingSource, StageBackupPreparingAccount, StageBackupCopying}
+
+// Sources a backup may be taken from (BackupOptions.Source), besides a pod's name.
+const (
+	BackupSourceReplica = "replica"
+	BackupSourcePrimary = "primary"
+)
+
+// BackupOptions say how to take a backup.
+type BackupOptions struct {
+	// Source is "" or BackupSourceReplica (a ready replica that is not needed to acknowledge the
+	// primary's commits), BackupSourcePrimary, or an instance's pod name.
+	Source string
+	// ResumeOnly continues the recorded backup and never starts one.
+	ResumeOnly bool
+	// Progress, when set, is told every stage the backup enters and every change of its message.
+	Progress func(run v1.BackupRun)
+}
+
+// backupStep is one stage of a backup: it returns the next stage ("" ends the backup) and the
+// change that records it. A notYet error is waited out; any other error fails the backup.
+type backupStep func(r *Runner, ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, opts BackupOptions) (string, func(*v1.BackupStatus), error)
+
+var backupSteps = map[string]backupStep{
+	StageBackupChoosingSource:   (*Runner).bkChoosingSource,
+	StageBackupPreparingAccount: (*Runner).bkPreparingAccount,
+	StageBackupCopying:          (*Runner).bkCopying,
+}
+
+// Backup takes a backup of the cluster, or continues the one recorded in status.backup.running,
+// and returns its record once it completed. A failed backup is recorded in
+// status.backup.lastFailure and returned as the error.
+func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOptions) (*v1.BackupRecord, error) {
+	var mine string
+	reported := ""
+	for {
+		c := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, c); err != nil {
+			return nil, err
+		}
+		if c.Spec.Backup == nil {
+			return nil, fmt.Errorf("%w: cluster %s has no spec.backup: set the bucket and the Secret with its keys (see 'mysqlctl backup --help')", outcome.ErrInvalid, c.Name)
+		}
+		st := c.Status.Backup
+		if st == nil || st.Running == nil {
+			if mine != "" {
+				return finishedBackup(st, mine)
+			}
+			if opts.ResumeOnly {
+				return nil, fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
+			}
+			id, err := r.beginBackup(ctx, c)
+			if err != nil && !apierrors.IsConflict(err) {
+				return nil, err
+			}
+			mine = id
+			continue
+		}
+		run := st.Running
+		mine = run.ID
+		if opts.Progress != nil && run.Stage+run.Message != reported {
+			opts.Progress(*run)
+			reported = run.Stage + run.Message
+		}
+		if err := r.backupStep(ctx, c, run, opts); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// beginBackup records a new backup at its first stage.
+func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	now := r.now()
+	id := backup.NewID(now, "")
+	if c.Status.Backup == nil {
+		c.Status.Backup = &v1.BackupStatus{}
+	}
+	c.Status.Backup.Running = &v1.BackupRun{ID: id, Stage: StageBackupChoosingSource, Holder: r.Holder, StartedAt: metav1.NewTime(now), Job: specs.BackupJobName(c, id)}
+	return id, r.Kube.Status().Update(ctx, c)
+}
+
+// backupStep runs the recorded stage once and records what it did; a conflicting write is
+// read again by the caller's loop.
+func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, opts BackupOptions) error {
+	step, ok := backupSteps[run.Stage]
+	if !ok {
+		return fmt.Errorf("unknown backup stage %q recorded in status (written by a newer mysqlctl?)", run.Stage)
+	}
+	next, change, err := step(r, ctx, c, run, opts)
+	var ny errNotYet
+	switch {
+	case errors.As(err, &ny):
+		if run.Message != ny.msg {
+			run.Message = ny.msg
+			if err := r.Kube.Status().Update(ctx, c); err != nil && !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+		return r.wait(ctx)
+	case err != nil:
+		return r.failBackup(ctx, c, run, err)
+	}
+	if change != nil {
+		change(c.Status.Backup)
+	}
+	if next == "" {
+		c.Status.Backup.Running = nil
+	} else {
+		run.Stage, run.Message = next, ""
+	}
+	if err := r.Kube.Status().Update(ctx, c); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// failBackup records a failed backup and returns why. Nothing of it is listed: only a backup
+// whose manifest was written is one.
+func (r *Runner) failBackup(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, cause error) error {
+	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
+		FinishedAt: metav1.NewTime(r.now()), Message: cause.Error()}
+	c.Status.Backup.Running = nil
+	if err := r.Kube.Status().Update(ctx, c); err != nil {
+		return errors.Join(cause, err)
+	}
+	return fmt.Errorf("backup %s of %s failed at stage %s: %w", run.ID, c.Name, run.Stage, cause)
+}
+
+// finishedBackup is the outcome of backup id, once it is no longer running.
+func finishedBackup(st *v1.BackupStatus, id string) (*v1.BackupRecord, error) {
+	switch {
+	case st != nil && st.Last != nil && st.Last.ID == id:
+		return st.Last, nil
+	case st != nil && st.LastFailure != nil && st.LastFailure.ID == id:
+		return nil, fmt.Errorf("backup %s failed: %s", id, st.LastFailure.Message)
+	}
+	return nil, fmt.Errorf("backup %s is no longer recorded (replaced by a later one)", id)
+}
+
+// bkChoosingSource picks the instance to copy and records why.
+func (r *Runner) bkChoosingSource(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, opts BackupOptions) (string, func(*v1.BackupStatus), error) {
+	pods, err := r.pods(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	name, reason, err := chooseBackupSource(c, pods, opts.Source)
+	if err != nil {
+		return "", nil, err
+	}
+	return StageBackupPreparingAccount, func(s *v1.BackupStatus) { s.Running.Source, s.Running.SourceReason = name, reason }, nil
+}
+
+// chooseBackupSource decides the source from the pods and the recorded status.
+func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source string) (string, string, error) {
+	primary := c.Status.CurrentPrimary
+	ready := func(name string) bool {
+		ord, ok := ordinalOf(c, name)
+		return ok && pods[ord] != nil && podReady(pods[ord])
+	}
+	switch source {
+	case BackupSourcePrimary:
+		if primary == "" || !ready(primary) {
+			return "", "", notYet("the primary %q is not ready", primary)
+		}
+		return primary, "the primary, as asked (--source primary)", nil
+	case "", BackupSourceReplica:
+	default:
+		if _, ok := ordinalOf(c, source); !ok {
+			return "", "", fmt.Errorf("%w: %s is not an instance of cluster %s", outcome.ErrInvalid, source, c.Name)
+		}
+		if quarantined(c, source) {
+			return "", "", fmt.Errorf("%w: %s is quarantined: its data is not the cluster's; choose another instance with --source", outcome.ErrUnsafe, source)
+		}
+		if !ready(source) {
+			return "", "", notYet("%s is not ready", source)
+		}
+		return source, "asked for (--source " + source + ")", nil
+	}
+	var replicas []string
+	for ord := range memberCount(c) {
+		name := scalePod(c, ord)
+		if name != primary && ready(name) && !quarantined(c, name) && pods[ord].Labels[specs.LabelRole] == string(v1.RoleReplica) {
+			replicas = append(replicas, name)
+		}
+	}
+	need := int32(0)
+	if semiSyncOn(c) {
+		need = c.Spec.SemiSync.WaitForReplicas
+	}
+	if int32(len(replicas)) <= need {
+		return "", "", fmt.Errorf("%w: %d ready replica(s) (%s), and the primary needs %d to acknowledge its commits (semiSync.waitForReplicas): a backup never takes one of them; take it from the primary with --source primary, or name an instance with --source POD",
+			outcome.ErrUnsafe, len(replicas), strings.Join(replicas, ", "), need)
+	}
+	// The highest ordinal: the lowest ones are the likeliest failover candidates and seed donors.
+	name := replicas[len(replicas)-1]
+	return name, fmt.Sprintf("a ready replica, not quarantined; %d ready replica(s), %d needed for semi-sync acknowledgements", len(replicas), need), nil
+}
+
+func semiSyncOn(c *v1.MysqlCluster) bool {
+	return memberCount(c) > 1 && (c.Spec.SemiSync.Enabled == nil || *c.Spec.SemiSync.Enabled)
+}
+
+// bkPreparingAccount makes sure the backup account exists with the password of the cluster's
+// Secret (adding one when the Secret has none), created on the writable primary so that every
+// replica receives it. It never writes on a read-only server.
+func (r *Runner) bkPreparingAccount(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, _ BackupOptions) (string, func(*v1.BackupStatus), error) {
+	pwd, err := r.backupPassword(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	creds, err := r.readCredentials(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	primary := &corev1.Pod{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Status.CurrentPrimary}, primary); err != nil {
+		return "", nil, notYet("the primary %q: %v", c.Status.CurrentPrimary, err)
+	}
+	in, err := r.Connect(ctx, primary, topology.Credentials{User: RootUser, Password: creds.root})
+	if err != nil {
+		return "", nil, notYet("the primary %s: %v", primary.Name, err)
+	}
+	defer func() { _ = in.Close() }()
+	spec := topology.UserSpec{User: specs.BackupUser, Password: topology.Secret(pwd), Role: topology.RoleBackup}
+	if err := in.EnsureUser(ctx, spec, topology.EnsureUserOptions{RequireWritable: true}); err != nil {
+		return "", nil, notYet("the backup account on the primary %s: %v", primary.Name, err)
+	}
+	return StageBackupCopying, nil, nil
+}
+
+// backupPassword reads the backup account's password from the cluster's Secret, adding a
+// random one when the key is missing (no other key is ever written).
+func (r *Runner) backupPassword(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: specs.SecretName(c)}, s); err != nil {
+		return "", err
+	}
+	if v := s.Data[specs.SecretBackupPassword]; len(v) > 0 {
+		return string(v), nil
+	}
+	pwd, err := specs.RandomPassword(32)
+	if err != nil {
+		return "", err
+	}
+	// A merge patch conditional on the read: a concurrent writer's password is never replaced.
+	base := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Data[specs.SecretBackupPassword] = []byte(pwd)
+	if err := r.Kube.Patch(ctx, s, base); err != nil {
+		return "", notYet("add %s to Secret %s: %v", specs.SecretBackupPassword, s.Name, err)
+	}
+	return pwd, nil
+}
+
+// bkCopying runs the backup Job and waits for it; its termination message is the manifest it
+// wrote to the bucket.
+func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, _ BackupOptions) (string, func(*v1.BackupStatus), error) {
+	job := &batchv1.Job{}
+	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
+	if apierrors.IsNotFound(err) {
+		return "", nil, r.createBackupJob(ctx, c, run)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	pod, err := r.jobPod(ctx, c, job)
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case jobCondition(job, batchv1.JobComplete):
+		m, raw, err := backupResult(pod)
+		if err != nil {
+			return "", nil, err
+		}
+		rec := &v1.BackupRecord{ID: run.ID, Source: run.Source, GTIDPosition: m.GTIDPosition, StartedAt: run.StartedAt,
+			FinishedAt: metav1.NewTime(r.now()), RawBytes: raw}
+		for _, o := range m.Objects {
+			rec.StoredBytes += o.Size
+		}
+		return "", func(s *v1.BackupStatus) { s.Last = rec }, nil
+	case jobCondition(job, batchv1.JobFailed):
+		return "", nil, fmt.Errorf("the backup Job %s failed: %s", job.Name, jobFailure(job, pod))
+	case pod == nil:
+		return "", nil, notYet("the backup Job %s has no pod yet", job.Name)
+	}
+	return "", nil, notYet("the backup Job %s copies %s (pod %s %s)", job.Name, run.Source, pod.Name, pod.Status.Phase)
+}
+
+func (r *Runner) createBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) error {
+	src := &corev1.Pod{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Source}, src); err != nil {
+		return notYet("the source %s: %v", run.Source, err)
+	}
+	b := c.Spec.Backup
+	job, err := specs.BuildBackupJob(c, specs.BackupJobOptions{ID: run.ID, Source: src, AgentImage: b.AgentImage, Bucket: specs.Bucket{
+		Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix, PathStyle: b.PathStyle, SecretName: b.CredentialsSecretName,
+	}})
+	if err != nil {
+		return err
+	}
+	if err := r.Kube.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return notYet("the backup Job %s was created", job.Name)
+}
+
+// jobPod is the Job's newest pod, or nil.
+func (r *Runner) jobPod(ctx context.Context, c *v1.MysqlCluster, job *batchv1.Job) (*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return &list.Items[len(list.Items)-1], nil
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	return slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool { return c.Type == t && c.Status == corev1.ConditionTrue })
+}
+
+// terminationMessage is the message the pod's backup container exited with.
+func terminationMessage(pod *corev1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == specs.BackupComponent && cs.State.Terminated != nil {
+			return cs.State.Terminated.Message
+		}
+	}
+	return ""
+}
+
+// backupResult reads the manifest the agent reported.
+func backupResult(pod *corev1.Pod) (backup.Manifest, int64, error) {
+	var res struct {
+		Result struct {
+			Manifest backup.Manifest `json:"manifest"`
+			RawBytes int64           `json:"rawBytes"`
+		} `json:"result"`
+	}
+	msg := terminationMessage(pod)
+	if err := json.Unmarshal([]byte(msg), &res); err != nil {
+		return backup.Manifest{}, 0, fmt.Errorf("the backup Job completed but its result cannot be read (%v): %q", err, msg)
+	}
+	if err := res.Result.Manifest.Validate(); err != nil {
+		return backup.Manifest{}, 0, fmt.Errorf("the backup Job reported a manifest that is not valid: %w", err)
+	}
+	return res.Result.Manifest, res.Result.RawBytes, nil
+}
+
+// jobFailure says why a Job failed: its pod's message (the agent's last words), or the Job's
+// condition.
+func jobFailure(job *batchv1.Job, pod *corev1.Pod) string {
+	if msg := strings.TrimSpace(terminationMessage(pod)); msg != "" {
+		return msg
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return "no reason recorded"
+}

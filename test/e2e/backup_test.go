@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
+	"github.com/mysqlctl/mysqlctl/internal/objectstore"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
+)
+
+// TestBackupCreate takes a backup with `backup create` through the API server's port-forward, as
+// from a workstation, as DESIGN.md (b2) decided: a Job on the chosen replica's node with its data
+// volume mounted read-only, mysqlctl's image copying the agent into it, the replica's own server
+// image running mariadb-backup through the agent, the stream going to a real object store. The
+// backup account is created on the primary and its password added to the Secret; status.backup.last
+// records the manifest the Job wrote to the bucket, at the replica's GTID position; the bucket's
+// object, restored into an empty directory, starts a server with every row. No secret is printed.
+func TestBackupCreate(t *testing.T) {
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	const name = "bk"
+	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("create: exit %d\n%s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, name)
+	root := string(secret(t, ctx, name).Data[specs.SecretRootPassword])
+	primary := db(t, mustPodAddr(t, ctx, name+"-0"), root)
+	for _, q := range []string{
+		"CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))",
+		"INSERT INTO app.t SELECT seq, MD5(seq) FROM app.seq_1_to_5000",
+	} {
+		if _, err := primary.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	// Without spec.backup: refused, saying what to set.
+	if res := mysqlctl(t, "backup", "create", name); res.code != 2 || !strings.Contains(res.stderr, "spec.backup") {
+		t.Errorf("backup create without spec.backup: exit %d %q; want 2 naming spec.backup", res.code, res.stderr)
+	}
+
+	s3 := testenv.StartS3T(t, testenv.S3Options{})
+	bucketSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-bucket", Namespace: "default"},
+		Data: map[string][]byte{
+			specs.BucketSecretAccessKey: []byte(s3.AccessKey), specs.BucketSecretSecretKey: []byte(s3.SecretKey),
+		},
+	}
+	if _, err := r.Client.CoreV1().Secrets("default").Create(ctx, bucketSecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = r.Client.CoreV1().Secrets("default").Delete(context.Background(), bucketSecret.Name, metav1.DeleteOptions{})
+	}()
+	c := getCluster(t, ctx, name)
+	c.Spec.Backup = &v1.BackupSpec{Bucket: s3.Bucket, Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: true, Prefix: "e2e/", CredentialsSecretName: bucketSecret.Name}
+	if err := kube(t).Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	res := mysqlctl(t, "backup", "create", name, "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("backup create: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	t.Logf("backup create took %s", time.Since(start).Round(time.Millisecond))
+	for _, stage := range orchestrate.BackupStages {
+		if !strings.Contains(res.stderr, " "+stage) {
+			t.Errorf("no progress line for stage %s in:\n%s", stage, res.stderr)
+		}
+	}
+	var rec v1.BackupRecord
+	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {
+		t.Fatalf("output %q: %v", res.stdout, err)
+	}
+	c = getCluster(t, ctx, name)
+	if st := c.Status.Backup; st == nil || st.Running != nil || st.Last == nil || st.Last.ID != rec.ID {
+		t.Fatalf("status.backup %+v: want the backup %s recorded as the last, none running", st, rec.ID)
+	}
+	if rec.Source != name+"-2" || rec.StoredBytes <= 0 || rec.RawBytes <= rec.StoredBytes {
+		t.Errorf("record %+v: want a copy of %s-2 (the highest-ordinal replica), compressed", rec, name)
+	}
+	replica := db(t, mustPodAddr(t, ctx, rec.Source), root)
+	var pos string
+	if err := replica.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	if rec.GTIDPosition != pos {
+		t.Errorf("backup at %q, the idle replica at %q", rec.GTIDPosition, pos)
+	}
+	job, err := r.Client.BatchV1().Jobs("default").Get(ctx, specs.BackupJobName(c, rec.ID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := finishedJobPod(t, ctx, job.Name)
+	src, err := r.Client.CoreV1().Pods("default").Get(ctx, rec.Source, metav1.GetOptions{})
+	if err != nil || pod.Spec.NodeName != src.Spec.NodeName {
+		t.Errorf("the Job ran on %s, the source on %s (%v)", pod.Spec.NodeName, src.Spec.NodeName, err)
+	}
+	sec := secret(t, ctx, name)
+	if len(sec.Data[specs.SecretBackupPassword]) == 0 {
+		t.Errorf("the Secret has no %s", specs.SecretBackupPassword)
+	}
+	noPasswords(t, sec, res.stdout, res.stderr, pod.Status.ContainerStatuses[0].State.Terminated.Message)
+	if strings.Contains(res.stdout+res.stderr, s3.SecretKey) {
+		t.Errorf("the output holds the bucket's secret key")
+	}
+
+	// The bucket holds the manifest, and its object restores into a server with every row.
+	st, err := objectstore.New(objectstore.Config{Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, Prefix: "e2e/", PathStyle: true, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s3.Client().GetObject(ctx, &s3api.GetObjectInput{Bucket: &s3.Bucket, Key: ptr.To("e2e/" + backup.Key("default", name, rec.ID, backup.ManifestName))})
+	if err != nil {
+		t.Fatalf("the manifest in the bucket: %v", err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	_ = out.Body.Close()
+	m, err := backup.Decode(b)
+	if err != nil || m.GTIDPosition != rec.GTIDPosition || m.Source != rec.Source {
+		t.Fatalf("stored manifest %+v (%v), recorded %+v", m, err, rec)
+	}
+	dataDir := t.TempDir()
+	if _, err := physical.Restore(ctx, physical.RestoreOptions{Tool: physical.MariaDB, Store: st, Key: backup.Key("default", name, rec.ID, m.Objects[0].Name),
+		Object: m.Objects[0], BackupID: rec.ID, DataDir: dataDir}); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	restored := mariadbtest.Start(t, mariadbtest.Options{DataDir: dataDir})
+	if n := restored.QueryString(t, "SELECT COUNT(*) FROM app.t"); n != "5000" {
+		t.Errorf("the restored server has %s rows, want 5000", n)
+	}
+	// The backup account came with the data (mysql.global_priv).
+	if n := restored.QueryString(t, "SELECT COUNT(*) FROM mysql.global_priv WHERE User = '"+specs.BackupUser+"'"); n != "1" {
+		t.Errorf("the backup account is not in the restored data: %s", n)
+	}
+}
+
+// finishedJobPod waits for a Job to complete and returns its pod; a failed Job fails the test with
+// its pod's termination message.
+func finishedJobPod(t *testing.T, ctx context.Context, job string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, ctx, "Job "+job+" completes", func() error {
+		j, err := r.Client.BatchV1().Jobs("default").Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pods, err := r.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no pod yet (%v)", err)
+		}
+		pod = &pods.Items[0]
+		failed := slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+			return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue
+		})
+		if failed {
+			t.Fatalf("Job %s failed: %+v", job, pod.Status.ContainerStatuses)
+		}
+		if j.Status.Succeeded == 0 {
+			return fmt.Errorf("not complete: %+v", j.Status)
+		}
+		return nil
+	})
+	return pod
+}
