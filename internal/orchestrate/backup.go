@@ -396,6 +396,17 @@ func jobFailure(job *batchv1.Job, pod *corev1.Pod) string {
 	if msg := strings.TrimSpace(terminationMessage(pod)); msg != "" {
 		return msg
 	}
+	if pod != nil {
+		// The container that failed: the agent's installer, or one that never ran.
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return fmt.Sprintf("container %s of pod %s exited %d (%s) %s", cs.Name, pod.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+				return fmt.Sprintf("container %s of pod %s is waiting: %s %s", cs.Name, pod.Name, w.Reason, w.Message)
+			}
+		}
+	}
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobFailed {
 			return c.Reason + ": " + c.Message

@@ -108,10 +108,11 @@ func BuildBackupJob(c *v1.MysqlCluster, o BackupJobOptions) (*batchv1.Job, error
 						{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 					InitContainers: []corev1.Container{{
-						Name:         "agent",
-						Image:        image,
-						Args:         []string{"agent", "install-self", agent},
-						VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
+						Name:                     "agent",
+						Image:                    image,
+						Args:                     []string{"agent", "install-self", agent},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 					}},
 					Containers: []corev1.Container{{
 						Name:  BackupComponent,

@@ -516,9 +516,11 @@ func TestTerminationMessages(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "messages", Namespace: ns},
 		Spec: corev1.PodSpec{
 			RestartPolicy:  corev1.RestartPolicyNever,
+			Volumes:        []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			InitContainers: []corev1.Container{sh("init", "echo -n from-init > /dev/termination-log")},
 			Containers: []corev1.Container{
-				sh("result", `sleep 0.5; echo -n '{"result":1}' > /dev/termination-log`),
+				// An emptyDir is world-writable whatever the umask, as the kubelet makes it.
+				withScratch(sh("result", `[ "$(stat -c %a /scratch)" = 777 ] || exit 9; sleep 0.5; echo -n '{"result":1}' > /dev/termination-log`)),
 				fallback, custom,
 			},
 		},
@@ -539,4 +541,9 @@ func TestTerminationMessages(t *testing.T) {
 			t.Errorf("container %s: termination message %q, want %q", cs.Name, term.Message, want[cs.Name])
 		}
 	}
+}
+
+func withScratch(c corev1.Container) corev1.Container {
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/scratch"})
+	return c
 }

@@ -36,7 +36,12 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]string, erro
 		dir := filepath.Join(w.dir, "volumes", v.Name)
 		switch {
 		case v.EmptyDir != nil:
+			// World-writable as the kubelet makes it (whatever the umask): containers of one
+			// pod may run as different users.
 			if err := os.MkdirAll(dir, 0o777); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
 				return nil, err
 			}
 		case v.PersistentVolumeClaim != nil:
