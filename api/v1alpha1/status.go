@@ -209,7 +209,7 @@ type BackupStatus struct {
 type BackupRun struct {
 	// The backup's ID, also the name of its directory in the bucket.
 	ID string `json:"id"`
-	// The stage it is at: ChoosingSource, PreparingAccount, Copying or Recording.
+	// The stage it is at: ChoosingSource, PreparingAccount, StartingJob or Copying.
 	Stage string `json:"stage"`
 	// The actor that runs it.
 	// +optional

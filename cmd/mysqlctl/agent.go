@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // agentProgressEvery is how often the agent prints its progress line.
@@ -126,6 +128,17 @@ backup's directory unless the tool completed.`,
 			if err != nil {
 				return err
 			}
+			// A backup's ID is taken once: a manifest already there is never replaced.
+			dir := backup.Key(m.Namespace, m.Cluster, m.ID, "")
+			existing, err := st.List(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			for _, obj := range existing {
+				if obj.Key == dir+backup.ManifestName {
+					return fmt.Errorf("%w: backup %s is already complete in the bucket (%s): nothing was done", outcome.ErrUnsafe, m.ID, obj.Key)
+				}
+			}
 			if o.WorkDir == "" {
 				if o.WorkDir, err = os.MkdirTemp("", "mysqlctl-backup-"); err != nil {
 					return err
@@ -133,9 +146,8 @@ backup's directory unless the tool completed.`,
 				defer func() { _ = os.RemoveAll(o.WorkDir) }()
 			}
 			o.Store, o.Key, o.Log = st, backup.Key(m.Namespace, m.Cluster, m.ID, physical.ObjectName), f.IOStreams.ErrOut
-			if pwd := f.Getenv("MYSQL_PWD"); pwd != "" {
-				o.Env = append(os.Environ(), "MYSQL_PWD="+pwd)
-			}
+			// The tool gets the server's password, never the bucket's keys.
+			o.Env = toolEnv(os.Environ(), f.Getenv("MYSQL_PWD"))
 			o.Raw = &stream.Counter{}
 			m.StartedAt = time.Now().UTC().Truncate(time.Second)
 			stop := a.report("backup", o.Raw)
@@ -152,7 +164,14 @@ backup's directory unless the tool completed.`,
 				_ = st.Delete(context.WithoutCancel(cmd.Context()), o.Key)
 				return fmt.Errorf("write the manifest of backup %s: %w", m.ID, err)
 			}
-			return a.result(agentBackupResult{Manifest: m, RawBytes: taken.RawBytes, BinlogFile: taken.BinlogFile, BinlogPos: taken.BinlogPos})
+			if err := a.result(agentBackupResult{Manifest: m, RawBytes: taken.RawBytes, BinlogFile: taken.BinlogFile, BinlogPos: taken.BinlogPos}); err != nil {
+				// Unreported, the backup is recorded as failed: it must not stay complete in the bucket.
+				mkey := backup.Key(m.Namespace, m.Cluster, m.ID, backup.ManifestName)
+				_ = st.Delete(context.WithoutCancel(cmd.Context()), mkey)
+				_ = st.Delete(context.WithoutCancel(cmd.Context()), o.Key)
+				return err
+			}
+			return nil
 		},
 	}
 	a.addFlags(cmd)
@@ -254,4 +273,21 @@ func copyExecutable(_ context.Context, from, to string) error {
 		return err
 	}
 	return os.Rename(tmp, to)
+}
+
+// toolEnv is the backup tool's environment: this process's without the bucket's configuration
+// and keys, with the server's password.
+func toolEnv(environ []string, pwd string) []string {
+	var env []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "MYSQLCTL_BUCKET") || k == "MYSQL_PWD" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if pwd != "" {
+		env = append(env, "MYSQL_PWD="+pwd)
+	}
+	return env
 }

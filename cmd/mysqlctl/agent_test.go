@@ -78,6 +78,13 @@ func TestAgentBackupAndRestore(t *testing.T) {
 		t.Errorf("stored manifest %+v (%v), reported %+v", sm, err, m)
 	}
 
+	// The same backup again: refused, the manifest kept.
+	again := runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--port", strconv.Itoa(src.Port),
+		"--datadir", src.DataDir, "--id", "20261206T120000Z", "--namespace", "ns", "--cluster", "c", "--source", "c-2", "--termination-log", "")
+	if again.code != 4 || !strings.Contains(again.stderr, "already complete") {
+		t.Errorf("a second backup under the same ID: exit %d %q; want 4, refused", again.code, again.stderr)
+	}
+
 	dataDir := t.TempDir()
 	res = runCommand(t, runOpts{env: env}, "agent", "restore", "--key", "ns/c/backups/20261206T120000Z/data.xbstream.zst", "--backup-id", "20261206T120000Z",
 		"--size", strconv.FormatInt(m.Objects[0].Size, 10), "--sha256", m.Objects[0].SHA256,
@@ -98,5 +105,14 @@ func TestAgentBackupAndRestore(t *testing.T) {
 	res = runCommand(t, runOpts{env: env}, "agent", "backup", "--host", src.Host, "--id", "20261206T130000Z", "--namespace", "ns", "--cluster", "c", "--source", "c-1", "--termination-log", "")
 	if res.code != 2 || !strings.Contains(res.stderr, backup.EnvSecretKey) {
 		t.Errorf("agent backup without a secret key: exit %d, %q; want 2 naming %s", res.code, res.stderr, backup.EnvSecretKey)
+	}
+}
+
+// TestToolEnvKeepsBucketKeysFromTheTool: mariadb-backup gets the server's password and never the
+// bucket's configuration or keys.
+func TestToolEnvKeepsBucketKeysFromTheTool(t *testing.T) {
+	env := toolEnv([]string{"PATH=/bin", "AWS_SECRET_ACCESS_KEY=s", "AWS_ACCESS_KEY_ID=a", backup.EnvEndpoint + "=e", "MYSQL_PWD=old", "HOME=/"}, "pw")
+	if got, want := strings.Join(env, " "), "PATH=/bin HOME=/ MYSQL_PWD=pw"; got != want {
+		t.Errorf("tool environment %q, want %q", got, want)
 	}
 }

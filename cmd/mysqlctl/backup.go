@@ -41,8 +41,42 @@ A backup is recorded in status.backup, a slot of its own: it never holds up a fa
 switchover, and one runs at a time per cluster.`,
 		Args: cmdutil.NoArgs,
 	}
-	cmd.AddCommand(NewCmdBackupCreate(f, nil))
+	cmd.AddCommand(NewCmdBackupCreate(f, nil), NewCmdBackupAbort(f))
 	return cmd
+}
+
+// NewCmdBackupAbort stops the backup in progress.
+func NewCmdBackupAbort(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "abort NAME",
+		Short: "Stop the backup in progress and record it as failed",
+		Long: `Abort stops the backup recorded in status.backup.running: its Job is deleted (the copy
+under way is abandoned; no manifest is written, so nothing of it is ever taken for a backup) and
+the backup is recorded in status.backup.lastFailure as aborted. Use it for a backup that cannot
+finish, for example one waiting for a source that is gone.`,
+		Example: example(f,
+			"# Stop demo's backup in progress",
+			"%[1]s backup abort demo"),
+		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			_, cluster, err := loadCluster(ctx, f, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			r := &orchestrate.Runner{Kube: c, Holder: holderName()}
+			id, err := r.AbortBackup(ctx, client.ObjectKeyFromObject(cluster))
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(f.IOStreams.Out, "backup %s of %s aborted\n", id, cluster.Name)
+			return err
+		},
+	}
 }
 
 // BackupCreateOptions holds the backup create command's flags.
@@ -70,12 +104,14 @@ status.backup.running:
                      (semiSync.waitForReplicas); --source primary or --source POD choose
   PreparingAccount   the mysqlctl_backup account, created on the writable primary (never on a
                      read-only server) so that every replica has it
-  Copying            a Job on the source's node streams mariadb-backup's copy to the bucket and
-                     writes the manifest last; its result is the manifest
+  StartingJob        the Job that copies it, on the source's node (created once)
+  Copying            the Job streams mariadb-backup's copy to the bucket and writes the manifest
+                     last; its result is the manifest
 
 When the command is interrupted, running it again continues the recorded backup where it stopped
-(a Job already started is waited for, never started twice). A failed backup leaves nothing listed
-and is recorded in status.backup.lastFailure with why.`,
+(a Job already started is waited for, never started twice; one gone before its result was read
+fails the backup). A failed backup leaves nothing listed and is recorded in
+status.backup.lastFailure with why.`,
 		Example: example(f,
 			"# Back up a replica of demo",
 			"%[1]s backup create demo",
@@ -127,6 +163,10 @@ func (o *BackupCreateOptions) Run(ctx context.Context) error {
 	defer cancel()
 	ios := o.f.IOStreams
 	start := time.Now()
+	if st := cluster.Status.Backup; st != nil && st.Running != nil {
+		fmt.Fprintf(ios.ErrOut, "continuing backup %s, recorded at stage %s (source %q; --source applies to a new backup only; 'backup abort %s' stops it)\n",
+			st.Running.ID, st.Running.Stage, st.Running.Source, cluster.Name)
+	}
 	r := &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()}
 	rec, err := r.Backup(ctx, client.ObjectKeyFromObject(cluster), orchestrate.BackupOptions{
 		Source: o.Source,

@@ -29,11 +29,12 @@ import (
 const (
 	StageBackupChoosingSource   = "ChoosingSource"
 	StageBackupPreparingAccount = "PreparingAccount"
+	StageBackupStartingJob      = "StartingJob"
 	StageBackupCopying          = "Copying"
 )
 
 // BackupStages are a backup's stages in order.
-var BackupStages = []string{StageBackupChoosingSource, StageBackupPreparingAccount, StageBackupCopying}
+var BackupStages = []string{StageBackupChoosingSource, StageBackupPreparingAccount, StageBackupStartingJob, StageBackupCopying}
 
 // Sources a backup may be taken from (BackupOptions.Source), besides a pod's name.
 const (
@@ -59,6 +60,7 @@ type backupStep func(r *Runner, ctx context.Context, c *v1.MysqlCluster, run *v1
 var backupSteps = map[string]backupStep{
 	StageBackupChoosingSource:   (*Runner).bkChoosingSource,
 	StageBackupPreparingAccount: (*Runner).bkPreparingAccount,
+	StageBackupStartingJob:      (*Runner).bkStartingJob,
 	StageBackupCopying:          (*Runner).bkCopying,
 }
 
@@ -85,10 +87,14 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 				return nil, fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
 			}
 			id, err := r.beginBackup(ctx, c)
-			if err != nil && !apierrors.IsConflict(err) {
+			switch {
+			case apierrors.IsConflict(err):
+				// Another writer came first (maybe another backup): read again.
+			case err != nil:
 				return nil, err
+			default:
+				mine = id
 			}
-			mine = id
 			continue
 		}
 		run := st.Running
@@ -106,7 +112,12 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 // beginBackup records a new backup at its first stage.
 func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster) (string, error) {
 	now := r.now()
-	id := backup.NewID(now, "")
+	// A random suffix: two actors' clocks may name the same second.
+	suffix, err := specs.RandomPassword(6)
+	if err != nil {
+		return "", err
+	}
+	id := backup.NewID(now, strings.ToLower(suffix))
 	if c.Status.Backup == nil {
 		c.Status.Backup = &v1.BackupStatus{}
 	}
@@ -152,13 +163,52 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 // failBackup records a failed backup and returns why. Nothing of it is listed: only a backup
 // whose manifest was written is one.
 func (r *Runner) failBackup(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, cause error) error {
-	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
-		FinishedAt: metav1.NewTime(r.now()), Message: cause.Error()}
-	c.Status.Backup.Running = nil
-	if err := r.Kube.Status().Update(ctx, c); err != nil {
+	if err := r.recordBackupFailure(ctx, c, run, cause.Error()); err != nil {
 		return errors.Join(cause, err)
 	}
 	return fmt.Errorf("backup %s of %s failed at stage %s: %w", run.ID, c.Name, run.Stage, cause)
+}
+
+// recordBackupFailure deletes the backup's Job (one left running would copy on beside the next
+// backup), then records the backup in status.backup.lastFailure and clears running.
+func (r *Runner) recordBackupFailure(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, why string) error {
+	if err := r.deleteBackupJob(ctx, c, run); err != nil {
+		return err
+	}
+	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
+		FinishedAt: metav1.NewTime(r.now()), Message: why}
+	c.Status.Backup.Running = nil
+	return r.Kube.Status().Update(ctx, c)
+}
+
+func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) error {
+	if run.Job == "" {
+		return nil
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: run.Job}}
+	err := r.Kube.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the backup Job %s: %w", run.Job, err)
+	}
+	return nil
+}
+
+// AbortBackup stops the backup recorded in status.backup.running: its Job is deleted (a copy
+// under way is abandoned, its upload aborted by the store's own cleanup of incomplete uploads)
+// and the backup recorded as failed, aborted by a person.
+func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string, error) {
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, key, c); err != nil {
+		return "", err
+	}
+	if c.Status.Backup == nil || c.Status.Backup.Running == nil {
+		return "", fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
+	}
+	run := c.Status.Backup.Running
+	if err := r.recordBackupFailure(ctx, c, run, "aborted by "+r.Holder); err != nil {
+		return "", err
+	}
+	return run.ID, nil
 }
 
 // finishedBackup is the outcome of backup id, once it is no longer running.
@@ -218,11 +268,8 @@ func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source s
 			replicas = append(replicas, name)
 		}
 	}
-	need := int32(0)
-	if semiSyncOn(c) {
-		need = c.Spec.SemiSync.WaitForReplicas
-	}
-	if int32(len(replicas)) <= need {
+	need := semiSyncWanted(c)
+	if int64(len(replicas)) <= need {
 		return "", "", fmt.Errorf("%w: %d ready replica(s) (%s), and the primary needs %d to acknowledge its commits (semiSync.waitForReplicas): a backup never takes one of them; take it from the primary with --source primary, or name an instance with --source POD",
 			outcome.ErrUnsafe, len(replicas), strings.Join(replicas, ", "), need)
 	}
@@ -231,14 +278,15 @@ func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source s
 	return name, fmt.Sprintf("a ready replica, not quarantined; %d ready replica(s), %d needed for semi-sync acknowledgements", len(replicas), need), nil
 }
 
-func semiSyncOn(c *v1.MysqlCluster) bool {
-	return memberCount(c) > 1 && (c.Spec.SemiSync.Enabled == nil || *c.Spec.SemiSync.Enabled)
-}
-
 // bkPreparingAccount makes sure the backup account exists with the password of the cluster's
 // Secret (adding one when the Secret has none), created on the writable primary so that every
 // replica receives it. It never writes on a read-only server.
 func (r *Runner) bkPreparingAccount(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, _ BackupOptions) (string, func(*v1.BackupStatus), error) {
+	// The primary may be changing hands: its account is written once no operation is under way
+	// (and only where read_only is off, see below).
+	if op := c.Status.Operation; op != nil {
+		return "", nil, notYet("the %s under way (stage %s) to finish before the backup account is written", op.Type, op.Stage)
+	}
 	pwd, err := r.backupPassword(ctx, c)
 	if err != nil {
 		return "", nil, err
@@ -260,7 +308,7 @@ func (r *Runner) bkPreparingAccount(ctx context.Context, c *v1.MysqlCluster, run
 	if err := in.EnsureUser(ctx, spec, topology.EnsureUserOptions{RequireWritable: true}); err != nil {
 		return "", nil, notYet("the backup account on the primary %s: %v", primary.Name, err)
 	}
-	return StageBackupCopying, nil, nil
+	return StageBackupStartingJob, nil, nil
 }
 
 // backupPassword reads the backup account's password from the cluster's Secret, adding a
@@ -295,20 +343,28 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 	job := &batchv1.Job{}
 	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
 	if apierrors.IsNotFound(err) {
-		return "", nil, r.createBackupJob(ctx, c, run)
+		// Never started again: a second copy under the same ID could replace a manifest the
+		// first one wrote.
+		return "", nil, fmt.Errorf("the backup Job %s is gone (deleted, or expired a day after it finished) and its result with it: take a new backup", run.Job)
 	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, notYet("read the backup Job %s: %v", run.Job, err)
 	}
 	pod, err := r.jobPod(ctx, c, job)
 	if err != nil {
-		return "", nil, err
+		return "", nil, notYet("read the backup Job %s's pod: %v", run.Job, err)
 	}
 	switch {
 	case jobCondition(job, batchv1.JobComplete):
 		m, raw, err := backupResult(pod)
 		if err != nil {
 			return "", nil, err
+		}
+		if m.ID != run.ID || m.Source != run.Source || m.Cluster != c.Name || m.ClusterUID != string(c.UID) {
+			return "", nil, fmt.Errorf("the Job %s reported backup %s of %s/%s (cluster UID %s), not backup %s of %s: another backup's Job", job.Name, m.ID, m.Cluster, m.Source, m.ClusterUID, run.ID, run.Source)
+		}
+		if quarantined(c, run.Source) {
+			return "", nil, fmt.Errorf("%w: %s was quarantined while it was copied: its data is not the cluster's, and the copy is not recorded as a backup (delete %s from the bucket)", outcome.ErrUnsafe, run.Source, m.ID)
 		}
 		rec := &v1.BackupRecord{ID: run.ID, Source: run.Source, GTIDPosition: m.GTIDPosition, StartedAt: run.StartedAt,
 			FinishedAt: metav1.NewTime(r.now()), RawBytes: raw}
@@ -324,22 +380,26 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 	return "", nil, notYet("the backup Job %s copies %s (pod %s %s)", job.Name, run.Source, pod.Name, pod.Status.Phase)
 }
 
-func (r *Runner) createBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) error {
+// bkStartingJob creates the backup Job (once: an existing one is this backup's).
+func (r *Runner) bkStartingJob(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, _ BackupOptions) (string, func(*v1.BackupStatus), error) {
+	if quarantined(c, run.Source) {
+		return "", nil, fmt.Errorf("%w: %s was quarantined since it was chosen: its data is not the cluster's", outcome.ErrUnsafe, run.Source)
+	}
 	src := &corev1.Pod{}
 	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Source}, src); err != nil {
-		return notYet("the source %s: %v", run.Source, err)
+		return "", nil, notYet("the source %s: %v", run.Source, err)
 	}
 	b := c.Spec.Backup
 	job, err := specs.BuildBackupJob(c, specs.BackupJobOptions{ID: run.ID, Source: src, AgentImage: b.AgentImage, Bucket: specs.Bucket{
 		Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix, PathStyle: b.PathStyle, SecretName: b.CredentialsSecretName,
 	}})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if err := r.Kube.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return "", nil, err
 	}
-	return notYet("the backup Job %s was created", job.Name)
+	return StageBackupCopying, nil, nil
 }
 
 // jobPod is the Job's newest pod, or nil.

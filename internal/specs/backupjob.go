@@ -57,8 +57,15 @@ type BackupJobOptions struct {
 }
 
 // BackupJobName is the Job of backup id (lower case: a Job's name is a DNS label).
+// A cluster name too long for the 63 characters of the job-name label is cut short: the ID's
+// random suffix keeps the name unique.
 func BackupJobName(c *v1.MysqlCluster, id string) string {
-	return c.Name + "-backup-" + strings.ToLower(id)
+	suffix := "-backup-" + strings.ToLower(id)
+	name := c.Name
+	if len(name)+len(suffix) > 63 {
+		name = strings.TrimRight(name[:max(0, 63-len(suffix))], "-.")
+	}
+	return name + suffix
 }
 
 // BuildBackupJob is the Job that takes backup o.ID of o.Source.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
 )
@@ -94,6 +95,10 @@ func TestBuildBackupJob(t *testing.T) {
 		t.Errorf("the agent reads %v (%v), want %+v", got, err, bucket)
 	}
 
+	long := testenv.Cluster(func(c *v1.MysqlCluster) { c.Name = strings.Repeat("a", 62) })
+	if n := BackupJobName(long, "20261206T120000Z-abcdef"); len(n) > 63 || !strings.HasSuffix(n, "-backup-20261206t120000z-abcdef") {
+		t.Errorf("job name %q (%d characters): want at most 63, ending in the ID", n, len(n))
+	}
 	src.Spec.NodeName = ""
 	if _, err := BuildBackupJob(c, BackupJobOptions{ID: "20261206T120000Z", Source: src, Bucket: bucket}); err == nil {
 		t.Errorf("a pod on no node: no error")

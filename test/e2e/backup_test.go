@@ -125,6 +125,10 @@ func TestBackupCreate(t *testing.T) {
 		t.Errorf("the output holds the bucket's secret key")
 	}
 
+	if res := mysqlctl(t, "backup", "abort", name); res.code != 2 || !strings.Contains(res.stderr, "no backup in progress") {
+		t.Errorf("backup abort with none running: exit %d %q; want 2", res.code, res.stderr)
+	}
+
 	// The bucket holds the manifest, and its object restores into a server with every row.
 	st, err := objectstore.New(objectstore.Config{Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, Prefix: "e2e/", PathStyle: true, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	if err != nil {
