@@ -50,7 +50,7 @@ objectstore: ## Build (once, cached by version) versitygw, the S3-compatible obj
 test: ## Run every test tier with -race (unit, real MariaDB, real API server, rig end-to-end)
 	MYSQLCTL_CONTROLPLANE_BIN="$$(hack/build-controlplane.sh)" && export MYSQLCTL_CONTROLPLANE_BIN && \
 	MYSQLCTL_S3_BIN="$${MYSQLCTL_S3_BIN:-$$(hack/build-s3.sh)}" && export MYSQLCTL_S3_BIN && \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ $$($(GO) list ./... | grep -v '/test/e2e$$')
 
 .PHONY: bench
 bench: ## Run the benchmarks (speed and memory targets are measured here, never asserted in tests)
