@@ -249,12 +249,12 @@ func newCmdAgentInstallSelf(f *cmdutil.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return copyExecutable(cmd.Context(), self, args[0])
+			return copyExecutable(self, args[0])
 		},
 	}
 }
 
-func copyExecutable(_ context.Context, from, to string) error {
+func copyExecutable(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
 		return err

@@ -47,8 +47,6 @@ type BackupOptions struct {
 	// Source is "" or BackupSourceReplica (a ready replica that is not needed to acknowledge the
 	// primary's commits), BackupSourcePrimary, or an instance's pod name.
 	Source string
-	// ResumeOnly continues the recorded backup and never starts one.
-	ResumeOnly bool
 	// Progress, when set, is told every stage the backup enters and every change of its message.
 	Progress func(run v1.BackupRun)
 }
@@ -82,9 +80,6 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 		if st == nil || st.Running == nil {
 			if mine != "" {
 				return finishedBackup(st, mine)
-			}
-			if opts.ResumeOnly {
-				return nil, fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
 			}
 			id, err := r.beginBackup(ctx, c)
 			switch {
@@ -194,8 +189,9 @@ func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v
 }
 
 // AbortBackup stops the backup recorded in status.backup.running: its Job is deleted (a copy
-// under way is abandoned, its upload aborted by the store's own cleanup of incomplete uploads)
-// and the backup recorded as failed, aborted by a person.
+// under way is abandoned; without a manifest it is never taken for a backup, but its incomplete
+// upload stays in the bucket until the bucket's lifecycle rule or objectstore.AbortIncomplete
+// removes it) and the backup recorded as failed, aborted by a person.
 func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string, error) {
 	c := &v1.MysqlCluster{}
 	if err := r.Kube.Get(ctx, key, c); err != nil {
@@ -332,7 +328,8 @@ func (r *Runner) backupPassword(ctx context.Context, c *v1.MysqlCluster) (string
 	}
 	s.Data[specs.SecretBackupPassword] = []byte(pwd)
 	if err := r.Kube.Patch(ctx, s, base); err != nil {
-		return "", notYet("add %s to Secret %s: %v", specs.SecretBackupPassword, s.Name, err)
+		// The reason only: the request carried the password.
+		return "", notYet("add %s to Secret %s: %s", specs.SecretBackupPassword, s.Name, apierrors.ReasonForError(err))
 	}
 	return pwd, nil
 }

@@ -120,9 +120,25 @@ func TestBackupCreate(t *testing.T) {
 	if len(sec.Data[specs.SecretBackupPassword]) == 0 {
 		t.Errorf("the Secret has no %s", specs.SecretBackupPassword)
 	}
-	noPasswords(t, sec, res.stdout, res.stderr, pod.Status.ContainerStatuses[0].State.Terminated.Message)
-	if strings.Contains(res.stdout+res.stderr, s3.SecretKey) {
-		t.Errorf("the output holds the bucket's secret key")
+	// Neither the output, the Job's result, the status nor an Event holds a password or the key.
+	status, err := json.Marshal(c.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evText strings.Builder
+	for _, e := range events.Items {
+		evText.WriteString(e.Message + "\n")
+	}
+	texts := []string{res.stdout, res.stderr, pod.Status.ContainerStatuses[0].State.Terminated.Message, string(status), evText.String()}
+	noPasswords(t, sec, texts...)
+	for _, txt := range texts {
+		if strings.Contains(txt, s3.SecretKey) {
+			t.Errorf("the bucket's secret key leaked into %.80q", txt)
+		}
 	}
 
 	if res := mysqlctl(t, "backup", "abort", name); res.code != 2 || !strings.Contains(res.stderr, "no backup in progress") {
