@@ -167,7 +167,7 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 	}
 	out := &transitionPrinter{f: o.f, json: o.Output == cmdutil.OutputJSON}
 	ios := o.f.IOStreams
-	sup := &orchestrate.Supervisor{
+	sup := &supervisor.Supervisor{
 		Runner: orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()},
 		// One line per stage entered, naming the cluster (one process watches many) and
 		// stamped to the millisecond like the transitions, so a failover's stages can be timed.
@@ -286,7 +286,7 @@ func (o *WatchOptions) Run(ctx context.Context) error {
 }
 
 // superviseAll runs one supervisor per cluster, discovering clusters as they appear.
-func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervisor, ns, name string, sel labels.Selector, report func(orchestrate.Transition)) error {
+func superviseAll(ctx context.Context, c client.Client, sup *supervisor.Supervisor, ns, name string, sel labels.Selector, report func(supervisor.Transition)) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[client.ObjectKey]bool{}
@@ -298,7 +298,7 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 			return
 		}
 		running[key] = true
-		report(orchestrate.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "found: taking its supervisor Lease"})
+		report(supervisor.Transition{Time: time.Now(), Namespace: key.Namespace, Cluster: key.Name, Action: "watch", Reason: "found: taking its supervisor Lease"})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -319,7 +319,7 @@ func superviseAll(ctx context.Context, c client.Client, sup *orchestrate.Supervi
 
 // forEachCluster calls fn for every cluster in scope (the one named, or those in ns, "" for all,
 // matching sel), and again every 5 seconds for the clusters found then, until ctx ends.
-func forEachCluster(ctx context.Context, c client.Client, ns, name string, sel labels.Selector, report func(orchestrate.Transition), fn func(client.ObjectKey)) {
+func forEachCluster(ctx context.Context, c client.Client, ns, name string, sel labels.Selector, report func(supervisor.Transition), fn func(client.ObjectKey)) {
 	for {
 		if name != "" {
 			fn(client.ObjectKey{Namespace: ns, Name: name})
@@ -330,7 +330,7 @@ func forEachCluster(ctx context.Context, c client.Client, ns, name string, sel l
 				opts = append(opts, client.InNamespace(ns))
 			}
 			if err := c.List(ctx, list, opts...); err != nil && ctx.Err() == nil {
-				report(orchestrate.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
+				report(supervisor.Transition{Time: time.Now(), Action: "error", Reason: "listing clusters: " + cmdutil.ExplainAPIError(err).Error()})
 			}
 			for i := range list.Items {
 				fn(client.ObjectKeyFromObject(&list.Items[i]))
@@ -351,7 +351,7 @@ type transitionPrinter struct {
 	mu   sync.Mutex
 }
 
-func (p *transitionPrinter) print(t orchestrate.Transition) {
+func (p *transitionPrinter) print(t supervisor.Transition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w := p.f.IOStreams.Out

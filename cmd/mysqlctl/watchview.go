@@ -16,7 +16,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 )
 
 // viewTransitions is how many of a cluster's latest transitions its panel shows.
@@ -35,7 +35,7 @@ type liveView struct {
 
 // panelState is what the supervisor told the view about one cluster.
 type panelState struct {
-	transitions []orchestrate.Transition
+	transitions []supervisor.Transition
 	check       failover.Check
 }
 
@@ -53,7 +53,7 @@ func (v *liveView) panel(key client.ObjectKey) *panelState {
 }
 
 // print records a transition (the supervisor's Report).
-func (v *liveView) print(t orchestrate.Transition) {
+func (v *liveView) print(t supervisor.Transition) {
 	if t.Cluster == "" {
 		return
 	}
@@ -94,7 +94,7 @@ func (v *liveView) draw(ctx context.Context) {
 	states := map[client.ObjectKey]panelState{}
 	for k, p := range v.panels {
 		keys = append(keys, k)
-		states[k] = panelState{transitions: append([]orchestrate.Transition(nil), p.transitions...), check: p.check}
+		states[k] = panelState{transitions: append([]supervisor.Transition(nil), p.transitions...), check: p.check}
 	}
 	v.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })

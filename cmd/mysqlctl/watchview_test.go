@@ -11,7 +11,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 )
 
 // TestRenderPanel: the live view's panel shows the HA state and its age, the primary, the
@@ -31,7 +31,7 @@ func TestRenderPanel(t *testing.T) {
 	}}
 	p := panelState{
 		check: failover.Check{At: now.Add(-300 * time.Millisecond), Detail: "connection refused"},
-		transitions: []orchestrate.Transition{
+		transitions: []supervisor.Transition{
 			{Time: now.Add(-2 * time.Second), From: "Healthy", To: "Suspected", Reason: "1 of 3 failed checks"},
 			{Time: now.Add(-time.Second), Action: "failover", Reason: strings.Repeat("x", 150)},
 		},

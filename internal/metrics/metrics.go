@@ -22,12 +22,13 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 )
 
 // haStates are the values of the state label of mysqlctl_cluster_ha_state.
 var haStates = []v1.HAState{v1.HAHealthy, v1.HASuspected, v1.HAFailoverRequired, v1.HAFailoverInProgress, v1.HAVerifying, v1.HADegraded}
 
-// Recorder holds the metrics of one process. It implements orchestrate.Observer.
+// Recorder holds the metrics of one process. It implements supervisor.Observer.
 type Recorder struct {
 	reg *prometheus.Registry
 
@@ -46,7 +47,7 @@ type Recorder struct {
 	supervising, checked map[client.ObjectKey]time.Time
 }
 
-var _ orchestrate.Observer = (*Recorder)(nil)
+var _ supervisor.Observer = (*Recorder)(nil)
 
 const ns = "mysqlctl"
 
@@ -125,7 +126,7 @@ func b(on bool) float64 {
 	return 0
 }
 
-// Supervising implements orchestrate.Observer.
+// Supervising implements supervisor.Observer.
 func (m *Recorder) Supervising(key client.ObjectKey, on bool) {
 	m.supervised.WithLabelValues(key.Namespace, key.Name).Set(b(on))
 	m.mu.Lock()
@@ -142,7 +143,7 @@ func (m *Recorder) Supervising(key client.ObjectKey, on bool) {
 	}
 }
 
-// Checked implements orchestrate.Observer.
+// Checked implements supervisor.Observer.
 func (m *Recorder) Checked(key client.ObjectKey, ch failover.Check, took time.Duration) {
 	ok := ch.Reachable && ch.Writable
 	m.checks.WithLabelValues(key.Namespace, key.Name).Inc()
@@ -173,18 +174,18 @@ func (m *Recorder) Stalled(maxAge time.Duration) string {
 	return ""
 }
 
-// Decided implements orchestrate.Observer.
+// Decided implements supervisor.Observer.
 func (m *Recorder) Decided(key client.ObjectKey, since time.Duration) {
 	m.decision.WithLabelValues(key.Namespace, key.Name).Observe(since.Seconds())
 }
 
-// Refused implements orchestrate.Observer.
+// Refused implements supervisor.Observer.
 func (m *Recorder) Refused(key client.ObjectKey) {
 	m.refused.WithLabelValues(key.Namespace, key.Name).Inc()
 }
 
-// Instances implements orchestrate.Observer.
-func (m *Recorder) Instances(key client.ObjectKey, views []orchestrate.InstanceView) {
+// Instances implements supervisor.Observer.
+func (m *Recorder) Instances(key client.ObjectKey, views []supervisor.InstanceView) {
 	// Series are updated in place and only those that no longer apply are deleted: a scrape
 	// never finds an instance's series missing between two passes (which would restart the
 	// `for:` timers of the alerts on them).

@@ -22,6 +22,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 )
 
 var key = client.ObjectKey{Namespace: "db", Name: "shop"}
@@ -58,7 +59,7 @@ func populated(t *testing.T) *Recorder {
 	m.Decided(key, 2500*time.Millisecond)
 	m.Refused(key)
 	lag := int64(4)
-	m.Instances(key, []orchestrate.InstanceView{
+	m.Instances(key, []supervisor.InstanceView{
 		{Name: "shop-0", Primary: true, Up: true, SemiSyncSourceActive: true},
 		{Name: "shop-1", Up: true, Replicating: true, IORunning: true, SQLRunning: true, LagSeconds: &lag},
 		{Name: "shop-2", Up: true, Replicating: true, IORunning: false, SQLRunning: true, Errant: true},
@@ -114,13 +115,13 @@ func TestRecorder(t *testing.T) {
 	}
 
 	// Instances: an instance that disappears leaves no series.
-	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1", Up: true, Replicating: true, IORunning: true, SQLRunning: true}})
+	m.Instances(key, []supervisor.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1", Up: true, Replicating: true, IORunning: true, SQLRunning: true}})
 	// A replica that stops answering keeps instance_up (at 0) and loses its thread series.
-	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1"}})
+	m.Instances(key, []supervisor.InstanceView{{Name: "shop-0", Primary: true, Up: true}, {Name: "shop-1"}})
 	if value(t, m.instanceUp.WithLabelValues("db", "shop", "shop-1")) != 0 || testutil.CollectAndCount(m.ioRunning) != 0 {
 		t.Error("a replica that does not answer must show instance_up 0 and no replication thread series")
 	}
-	m.Instances(key, []orchestrate.InstanceView{{Name: "shop-0", Primary: true, Up: true}})
+	m.Instances(key, []supervisor.InstanceView{{Name: "shop-0", Primary: true, Up: true}})
 	if n := testutil.CollectAndCount(m.ioRunning) + testutil.CollectAndCount(m.instanceUp); n != 1 {
 		t.Errorf("%d io_running and instance_up series after shop-1 went away, want 1 (shop-0's instance_up)", n)
 	}

@@ -26,23 +26,23 @@ func (r *Runner) provenReadOnly(ctx context.Context, c *v1.MysqlCluster, name st
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Any running pod will do (readiness lags a restart): only its answer counts.
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return err
 	}
-	var members []instance
+	var members []Instance
 	for ord, p := range pods {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			members = append(members, instance{ordinal: ord, pod: p})
+			members = append(members, Instance{ordinal: ord, Pod: p})
 		}
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return err
 	}
-	ss := r.openSessions(ctx, members, creds)
-	defer ss.close()
-	in, err := ss.connect(name)
+	ss := r.OpenSessions(ctx, members, creds)
+	defer ss.Close()
+	in, err := ss.Connect(name)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	if op == nil && c.Status.Upgrade != nil {
 		return r.abortUpgrade(ctx, c)
 	}
-	if sc := c.Status.Scale; sc != nil && sc.Action == scaleRebuild && (op == nil || op.Type == OperationRebuild) {
+	if sc := c.Status.Scale; sc != nil && sc.Action == ScaleRebuild && (op == nil || op.Type == OperationRebuild) {
 		return r.abortRebuild(ctx, c)
 	}
 	if op == nil && c.Status.Scale != nil {
@@ -111,7 +111,7 @@ func (r *Runner) Abort(ctx context.Context, key client.ObjectKey) (string, error
 	}
 	if op.Type == OperationConverge {
 		// A converge never changes the primary: ending it undoes nothing and loses nothing.
-		now := r.now()
+		now := r.Clock()
 		msg := fmt.Sprintf("converge aborted at stage %s by %s", op.Stage, r.Holder)
 		if err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
 			phase := s.Phase

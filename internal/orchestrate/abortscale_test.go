@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestAbortStoppedScale, against the real API server: a stopped scale (a scale to 2 refused at
@@ -18,7 +19,7 @@ import (
 func TestAbortStoppedScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, key, get := requestCluster(t, ctx, "abort-scale")
+	c, key, get := clustertest.RequestCluster(t, ctx, env, "abort-scale")
 	r := &Runner{Kube: c, Holder: "tester"}
 	set := func(sc *v1.ScaleStatus, replicas int32) {
 		t.Helper()

@@ -2,9 +2,7 @@ package orchestrate
 
 import (
 	"context"
-	"net/http"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,63 +10,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) }
-
-// countingClient returns a client whose every non-read request is counted.
-func countingClient(t *testing.T) (client.Client, *atomic.Int64) {
-	t.Helper()
-	var writes atomic.Int64
-	c := wrappedClient(t, func(r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writes.Add(1)
-		}
-	})
-	return c, &writes
-}
-
-// wrappedClient returns a client of the test API server that shows every request to see
-// before sending it (it may block, to make a request hang).
-func wrappedClient(t *testing.T, see func(*http.Request)) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			see(r)
-			if err := r.Context().Err(); err != nil {
-				return nil, err
-			}
-			return rt.RoundTrip(r)
-		})
-	}
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func desiredObjects(t *testing.T, c *v1.MysqlCluster) []client.Object {
 	t.Helper()
@@ -90,7 +42,7 @@ func desiredObjects(t *testing.T, c *v1.MysqlCluster) []client.Object {
 func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, writes := countingClient(t)
+	c, writes := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "apply", Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3, MysqlConfig: map[string]string{"max_connections": "100"}},
@@ -212,7 +164,7 @@ func TestContains(t *testing.T) {
 func TestApplyKeepsImmutablePodManagementPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, writes := countingClient(t)
+	c, writes := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // applySnap builds an ApplySnapshot of cluster "demo": 3 replicas before and after, primary
@@ -214,7 +215,7 @@ func (l *requestLog) dryRuns() int {
 func recordingClient(t *testing.T) (client.Client, *requestLog) {
 	t.Helper()
 	log := &requestLog{}
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		log.mu.Lock()
 		log.reqs = append(log.reqs, request{method: r.Method, path: r.URL.Path, dryRun: r.URL.Query().Get("dryRun") == metav1.DryRunAll})
 		log.mu.Unlock()
@@ -365,7 +366,7 @@ func TestApplyClusterRefusedWhileLeaseHeld(t *testing.T) {
 	createGuarded(t, ctx, c, "guard-lease", func(s *v1.MysqlClusterStatus) {
 		s.Phase, s.CurrentPrimary = v1.PhaseRunning, "guard-lease-0"
 	})
-	other, _ := countingClient(t)
+	other, _ := clustertest.CountingClient(t, env)
 	_, held, err := AcquireLease(ctx, other, guardCluster("guard-lease", 3), "actor-elsewhere", LeaseOptions{})
 	if err != nil {
 		t.Fatal(err)

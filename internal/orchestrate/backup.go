@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
@@ -106,7 +107,7 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 
 // beginBackup records a new backup at its first stage.
 func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster) (string, error) {
-	now := r.now()
+	now := r.Clock()
 	// A random suffix: two actors' clocks may name the same second.
 	suffix, err := specs.RandomPassword(6)
 	if err != nil {
@@ -171,7 +172,7 @@ func (r *Runner) recordBackupFailure(ctx context.Context, c *v1.MysqlCluster, ru
 		return err
 	}
 	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
-		FinishedAt: metav1.NewTime(r.now()), Message: why}
+		FinishedAt: metav1.NewTime(r.Clock()), Message: why}
 	c.Status.Backup.Running = nil
 	return r.Kube.Status().Update(ctx, c)
 }
@@ -220,7 +221,7 @@ func finishedBackup(st *v1.BackupStatus, id string) (*v1.BackupRecord, error) {
 
 // bkChoosingSource picks the instance to copy and records why.
 func (r *Runner) bkChoosingSource(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, opts BackupOptions) (string, func(*v1.BackupStatus), error) {
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -231,47 +232,25 @@ func (r *Runner) bkChoosingSource(ctx context.Context, c *v1.MysqlCluster, run *
 	return StageBackupPreparingAccount, func(s *v1.BackupStatus) { s.Running.Source, s.Running.SourceReason = name, reason }, nil
 }
 
-// chooseBackupSource decides the source from the pods and the recorded status.
+// chooseBackupSource decides the source from the pods and the recorded status
+// (failover.ChooseBackupSource); a refusal is an error of its kind.
 func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source string) (string, string, error) {
-	primary := c.Status.CurrentPrimary
-	ready := func(name string) bool {
-		ord, ok := ordinalOf(c, name)
-		return ok && pods[ord] != nil && podReady(pods[ord])
+	var members []failover.BackupCandidate
+	for ord := range MemberCount(c) {
+		name, p := ScalePod(c, ord), pods[ord]
+		members = append(members, failover.BackupCandidate{Name: name, Ready: p != nil && PodReady(p),
+			Replica: p != nil && p.Labels[specs.LabelRole] == string(v1.RoleReplica), Quarantined: quarantined(c, name)})
 	}
-	switch source {
-	case BackupSourcePrimary:
-		if primary == "" || !ready(primary) {
-			return "", "", notYet("the primary %q is not ready", primary)
-		}
-		return primary, "the primary, as asked (--source primary)", nil
-	case "", BackupSourceReplica:
-	default:
-		if _, ok := ordinalOf(c, source); !ok {
-			return "", "", fmt.Errorf("%w: %s is not an instance of cluster %s", outcome.ErrInvalid, source, c.Name)
-		}
-		if quarantined(c, source) {
-			return "", "", fmt.Errorf("%w: %s is quarantined: its data is not the cluster's; choose another instance with --source", outcome.ErrUnsafe, source)
-		}
-		if !ready(source) {
-			return "", "", notYet("%s is not ready", source)
-		}
-		return source, "asked for (--source " + source + ")", nil
+	ch := failover.ChooseBackupSource(c.Status.CurrentPrimary, members, source, int(semiSyncWanted(c)))
+	switch ch.Verdict {
+	case failover.BackupWait:
+		return "", "", notYet("%s", ch.Why)
+	case failover.BackupInvalid:
+		return "", "", fmt.Errorf("%w: %s (cluster %s)", outcome.ErrInvalid, ch.Why, c.Name)
+	case failover.BackupUnsafe:
+		return "", "", fmt.Errorf("%w: %s", outcome.ErrUnsafe, ch.Why)
 	}
-	var replicas []string
-	for ord := range memberCount(c) {
-		name := scalePod(c, ord)
-		if name != primary && ready(name) && !quarantined(c, name) && pods[ord].Labels[specs.LabelRole] == string(v1.RoleReplica) {
-			replicas = append(replicas, name)
-		}
-	}
-	need := semiSyncWanted(c)
-	if int64(len(replicas)) <= need {
-		return "", "", fmt.Errorf("%w: %d ready replica(s) (%s), and the primary needs %d to acknowledge its commits (semiSync.waitForReplicas): a backup never takes one of them; take it from the primary with --source primary, or name an instance with --source POD",
-			outcome.ErrUnsafe, len(replicas), strings.Join(replicas, ", "), need)
-	}
-	// The highest ordinal: the lowest ones are the likeliest failover candidates and seed donors.
-	name := replicas[len(replicas)-1]
-	return name, fmt.Sprintf("a ready replica, not quarantined; %d ready replica(s), %d needed for semi-sync acknowledgements", len(replicas), need), nil
+	return ch.Source, ch.Why, nil
 }
 
 // bkPreparingAccount makes sure the backup account exists with the password of the cluster's
@@ -295,7 +274,7 @@ func (r *Runner) bkPreparingAccount(ctx context.Context, c *v1.MysqlCluster, run
 	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Status.CurrentPrimary}, primary); err != nil {
 		return "", nil, notYet("the primary %q: %v", c.Status.CurrentPrimary, err)
 	}
-	in, err := r.Connect(ctx, primary, topology.Credentials{User: RootUser, Password: creds.root})
+	in, err := r.Connect(ctx, primary, topology.Credentials{User: RootUser, Password: creds.Root})
 	if err != nil {
 		return "", nil, notYet("the primary %s: %v", primary.Name, err)
 	}
@@ -364,7 +343,7 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 			return "", nil, fmt.Errorf("%w: %s was quarantined while it was copied: its data is not the cluster's, and the copy is not recorded as a backup (delete %s from the bucket)", outcome.ErrUnsafe, run.Source, m.ID)
 		}
 		rec := &v1.BackupRecord{ID: run.ID, Source: run.Source, GTIDPosition: m.GTIDPosition, StartedAt: run.StartedAt,
-			FinishedAt: metav1.NewTime(r.now()), RawBytes: raw}
+			FinishedAt: metav1.NewTime(r.Clock()), RawBytes: raw}
 		for _, o := range m.Objects {
 			rec.StoredBytes += o.Size
 		}

@@ -86,8 +86,8 @@ func notYet(format string, args ...any) error {
 	return e
 }
 
-// errLostRace means the persisted operation moved on (or was replaced) since it was read.
-var errLostRace = errors.New("the operation recorded in status changed under us")
+// ErrLostRace means the persisted operation moved on (or was replaced) since it was read.
+var ErrLostRace = errors.New("the operation recorded in status changed under us")
 
 // Connector opens an instance for a pod with the given credentials.
 type Connector func(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error)
@@ -96,9 +96,9 @@ type Connector func(ctx context.Context, pod *corev1.Pod, creds topology.Credent
 type Runner struct {
 	// Kube is the Kubernetes client.
 	Kube client.Client
-	// supervisorGuard, when set, proves a supervisor's own Lease before each of its writes
+	// SupervisorGuard, when set, proves a supervisor's own Lease before each of its writes
 	// (see watcher.supGuard); the supervisor's observation refreshes run with it.
-	supervisorGuard func(what string) error
+	SupervisorGuard func(what string) error
 	// Connect reaches a pod's server (direct, port-forward or static dialer).
 	Connect Connector
 	// Now is the clock.
@@ -145,13 +145,13 @@ type Runner struct {
 	lostSince map[string]time.Time
 	// background, when set, makes Events and the disruption budget's update asynchronous (off
 	// the operation's critical path); the operation waits for them before it returns.
-	background *sidework
+	background *Sidework
 	// haSeen follows the supervisor's record of failed checks across this run's readings (a
 	// converge gives way only to a supervisor seen rewriting it).
 	haSeen failover.RecordLiveness
 	// creds, when set, keeps the credentials read during one operation run, so that its stages
 	// do not read the Secret again each.
-	creds map[string]credentials
+	creds map[string]Credentials
 	// began is what the last operation this Runner began changed in status, so that one
 	// stopped before its first change can be withdrawn without a trace (see withdrawal).
 	began *begun
@@ -171,8 +171,8 @@ func (r *Runner) guard(what string) (time.Time, error) {
 	if r.BeforeMutation != nil {
 		r.BeforeMutation(r.stage, what)
 	}
-	if r.supervisorGuard != nil {
-		if err := r.supervisorGuard(what); err != nil {
+	if r.SupervisorGuard != nil {
+		if err := r.SupervisorGuard(what); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -188,7 +188,7 @@ func (r *Runner) guard(what string) (time.Time, error) {
 // connect opens a pod's server with every mutating statement guarded by the lease and, under a
 // real Lease, fenced on the server by its epoch (topology.Instance.Epoch): a server another
 // actor touched under a newer epoch refuses, and that refusal ends this actor's lease.
-func (r *Runner) connect(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
+func (r *Runner) ConnectGuarded(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
 	in, err := r.Connect(ctx, pod, creds)
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (r *Runner) connect(ctx context.Context, pod *corev1.Pod, creds topology.Cr
 // ErrStopped is returned when StopAfterStage ended the run.
 var ErrStopped = errors.New("stopped after stage as requested")
 
-func (r *Runner) now() time.Time {
+func (r *Runner) Clock() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -232,15 +232,15 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 	if r.Wait != nil {
 		return r.Wait(ctx, d)
 	}
-	return sleepCtx(ctx, d)
+	return SleepCtx(ctx, d)
 }
 
-// credentials are the passwords bootstrap needs, read from the Secret.
-type credentials struct {
-	root, replication, orchestration topology.Secret
+// Credentials are the passwords bootstrap needs, read from the Secret.
+type Credentials struct {
+	Root, replication, orchestration topology.Secret
 }
 
-func (r *Runner) credentials(ctx context.Context, c *v1.MysqlCluster) (credentials, error) {
+func (r *Runner) Credentials(ctx context.Context, c *v1.MysqlCluster) (Credentials, error) {
 	key := c.Namespace + "/" + c.Name
 	if cr, ok := r.creds[key]; ok {
 		return cr, nil // read once per operation run (see withSidework)
@@ -252,16 +252,16 @@ func (r *Runner) credentials(ctx context.Context, c *v1.MysqlCluster) (credentia
 	return cr, err
 }
 
-func (r *Runner) readCredentials(ctx context.Context, c *v1.MysqlCluster) (credentials, error) {
+func (r *Runner) readCredentials(ctx context.Context, c *v1.MysqlCluster) (Credentials, error) {
 	s, err := CheckSecret(ctx, r.Kube, c)
 	if err != nil {
-		return credentials{}, err
+		return Credentials{}, err
 	}
 	if s == nil {
-		return credentials{}, fmt.Errorf("credentials Secret %s/%s does not exist", c.Namespace, specs.SecretName(c))
+		return Credentials{}, fmt.Errorf("credentials Secret %s/%s does not exist", c.Namespace, specs.SecretName(c))
 	}
-	return credentials{
-		root:          topology.Secret(s.Data[specs.SecretRootPassword]),
+	return Credentials{
+		Root:          topology.Secret(s.Data[specs.SecretRootPassword]),
 		replication:   topology.Secret(s.Data[specs.SecretReplicationPassword]),
 		orchestration: topology.Secret(s.Data[specs.SecretOrchestrationPassword]),
 	}, nil
@@ -307,9 +307,9 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 				// Converged replicas need no converge, unless the spec changed since one
 				// recorded the generation it verified: then one runs, so the status (and the
 				// disruption budget derived from it) describes the spec in force.
-				if sc := cluster.Status.Scale; sc != nil && sc.Action == scaleRebuild {
+				if sc := cluster.Status.Scale; sc != nil && sc.Action == ScaleRebuild {
 					return fmt.Errorf("%w: the rebuild of %s is recorded and stopped (see 'status %s'): run 'resume %s' to finish it or 'abort %s' to end it",
-						outcome.ErrUnsafe, scalePod(cluster, sc.Ordinal), cluster.Name, cluster.Name, cluster.Name)
+						outcome.ErrUnsafe, ScalePod(cluster, sc.Ordinal), cluster.Name, cluster.Name, cluster.Name)
 				}
 				if sc := cluster.Status.Scale; sc != nil {
 					// A scale stopped (or superseded by a failover) with an instance in
@@ -326,7 +326,7 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 					// adds (seeded, joined) or removes (detached) the instances one at a time.
 					return r.Scale(ctx, key, ScaleOptions{})
 				}
-				ok, err := r.replicasConverged(ctx, cluster, true)
+				ok, err := r.ReplicasConverged(ctx, cluster, true)
 				if err != nil || ok && cluster.Status.ObservedGeneration == cluster.Generation {
 					return err
 				}
@@ -353,7 +353,7 @@ func (r *Runner) run(ctx context.Context, key client.ObjectKey, converge bool) e
 			if r.Progress != nil {
 				r.Progress(v1.OperationStatus{ID: op.ID, Type: op.Type, Stage: "Done", Message: "cluster is Running"})
 			}
-			return syncLivePDB(ctx, r.Kube, key) // from the now-recorded convergence
+			return SyncLivePDB(ctx, r.Kube, key) // from the now-recorded convergence
 		}
 		if r.StopAfterStage == op.Stage {
 			return ErrStopped
@@ -371,7 +371,7 @@ func (r *Runner) giveWayToFailover(c *v1.MysqlCluster) error {
 	if ha == nil || ha.LastFailedCheck == nil || c.Status.CurrentPrimary == "" {
 		return nil
 	}
-	now, p := r.now(), policyOf(c)
+	now, p := r.Clock(), PolicyOf(c)
 	if p.Paused || !p.Auto {
 		// Nobody fails over: a supervisor seen rewriting before must be seen again after.
 		r.haSeen = failover.RecordLiveness{}
@@ -455,8 +455,8 @@ func (r *Runner) step(ctx context.Context, key client.ObjectKey, cluster *v1.Mys
 	}
 	// Written from the copy read at the top of the loop, with no read first: the write is
 	// conditional on that copy's resourceVersion (a conflict reads and re-checks).
-	if err := r.persistWith(ctx, updateStatusFrom, read, op, next, change); err != nil {
-		if errors.Is(err, errLostRace) {
+	if err := r.persistWith(ctx, UpdateStatusFrom, read, op, next, change); err != nil {
+		if errors.Is(err, ErrLostRace) {
 			return "", false, nil
 		}
 		return "", false, err
@@ -505,16 +505,16 @@ func (r *Runner) adopt(ctx context.Context, cluster *v1.MysqlCluster, op *v1.Ope
 	err := UpdateStatus(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		o := s.Operation
 		if o == nil || o.ID != op.ID || o.Holder != op.Holder || o.Epoch != op.Epoch {
-			return errLostRace
+			return ErrLostRace
 		}
 		o.Holder, o.Epoch = r.Holder, r.Epoch
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, ErrLostRace) {
 		return nil // re-read
 	}
 	if err == nil {
-		r.event(ctx, cluster, false, "OperationTakenOver", fmt.Sprintf("%s of %s at stage %s taken over from %s (epoch %d) by %s (epoch %d)", op.Type, cluster.Name, op.Stage, op.Holder, op.Epoch, r.Holder, r.Epoch))
+		r.Event(ctx, cluster, false, "OperationTakenOver", fmt.Sprintf("%s of %s at stage %s taken over from %s (epoch %d) by %s (epoch %d)", op.Type, cluster.Name, op.Stage, op.Holder, op.Epoch, r.Holder, r.Epoch))
 	}
 	return err
 }
@@ -558,12 +558,12 @@ func (r *Runner) beginWith(ctx context.Context, write func(context.Context, Stat
 	// not a safety mechanism: an operation is not held up by a failure to write it. It is
 	// closed here, before any stage, never later: a process killed right after this write
 	// leaves it closed for whoever resumes.
-	_ = syncPDB(ctx, r.Kube, cluster)
+	_ = SyncPDB(ctx, r.Kube, cluster)
 	return nil
 }
 
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	id := fmt.Sprintf("%s-%d", typ, now.Unix())
 	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
 	return r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
@@ -589,11 +589,11 @@ func (r *Runner) persistWith(ctx context.Context, write func(context.Context, St
 	if _, err := r.guard("record stage " + next + " of " + op.ID); err != nil {
 		return err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	return write(ctx, r.Kube, cluster, func(s *v1.MysqlClusterStatus) error {
 		o := s.Operation
 		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != r.Holder || o.Epoch != r.Epoch {
-			return errLostRace
+			return ErrLostRace
 		}
 		if change != nil {
 			change(s)
@@ -611,14 +611,14 @@ func (r *Runner) persistWith(ctx context.Context, write func(context.Context, St
 	})
 }
 
-// instance is one pod with its ordinal.
-type instance struct {
+// Instance is one pod with its ordinal.
+type Instance struct {
 	ordinal int32
-	pod     *corev1.Pod
+	Pod     *corev1.Pod
 }
 
-// pods lists the cluster's pods by ordinal; missing ordinals are absent.
-func (r *Runner) pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev1.Pod, error) {
+// Pods lists the cluster's Pods by ordinal; missing ordinals are absent.
+func (r *Runner) Pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev1.Pod, error) {
 	list := &corev1.PodList{}
 	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels(specs.SelectorLabels(c))); err != nil {
 		return nil, err
@@ -647,7 +647,7 @@ func (r *Runner) podsByName(ctx context.Context, c *v1.MysqlCluster, n int32) (m
 		go func() {
 			defer wg.Done()
 			p := &corev1.Pod{}
-			err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: scalePod(c, ord)}, p)
+			err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ScalePod(c, ord)}, p)
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -680,7 +680,7 @@ func ordinalOf(c *v1.MysqlCluster, pod string) (int32, bool) {
 	return int32(n), err == nil
 }
 
-func podReady(p *corev1.Pod) bool {
+func PodReady(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 		return false
 	}
@@ -693,19 +693,19 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // members returns every ordinal's pod, requiring all of them to be ready.
-func (r *Runner) members(ctx context.Context, c *v1.MysqlCluster) ([]instance, error) {
-	pods, err := r.pods(ctx, c)
+func (r *Runner) members(ctx context.Context, c *v1.MysqlCluster) ([]Instance, error) {
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	var out []instance
+	var out []Instance
 	ready := 0
-	n := memberCount(c)
+	n := MemberCount(c)
 	for ord := int32(0); ord < n; ord++ {
 		p, ok := pods[ord]
-		if ok && podReady(p) {
+		if ok && PodReady(p) {
 			ready++
-			out = append(out, instance{ordinal: ord, pod: p})
+			out = append(out, Instance{ordinal: ord, Pod: p})
 		}
 	}
 	if ready < int(n) {
@@ -723,12 +723,12 @@ func quarantined(c *v1.MysqlCluster, name string) bool {
 	return false
 }
 
-// replicasConverged observes every non-quarantined replica and reports whether each replicates
+// ReplicasConverged observes every non-quarantined replica and reports whether each replicates
 // from the recorded primary with both threads running. With act, labels are made to follow the
 // observed roles and the primary's observation is refreshed (under the caller's lease); without,
 // it only looks, and a wrong label counts as not converged.
-func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act bool) (bool, error) {
-	pods, err := r.pods(ctx, c)
+func (r *Runner) ReplicasConverged(ctx context.Context, c *v1.MysqlCluster, act bool) (bool, error) {
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return false, err
 	}
@@ -736,7 +736,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 	primaryIP := ""
 	var primaryPod *corev1.Pod
 	for _, p := range pods {
-		if p.Name == c.Status.CurrentPrimary && podReady(p) {
+		if p.Name == c.Status.CurrentPrimary && PodReady(p) {
 			primaryIP, primaryPod = specs.PodHost(c, p.Name), p
 		}
 	}
@@ -745,7 +745,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		// leaving an operation that blocks the failover the cluster needs.
 		return false, fmt.Errorf("%w: the primary %s has no ready pod, so its replicas cannot be re-joined to it; if it is dead, run 'failover %s'", outcome.ErrUnsafe, c.Status.CurrentPrimary, c.Name)
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return false, err
 	}
@@ -758,7 +758,7 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 			return false, err
 		}
 	}
-	for ord := int32(0); ord < memberCount(c); ord++ {
+	for ord := int32(0); ord < MemberCount(c); ord++ {
 		p, ok := pods[ord]
 		if !ok {
 			return false, nil
@@ -766,27 +766,27 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 		if p.Name == c.Status.CurrentPrimary || quarantined(c, p.Name) {
 			continue
 		}
-		if !podReady(p) {
+		if !PodReady(p) {
 			return false, nil
 		}
-		in, err := r.connect(ctx, p, topology.Credentials{User: "root", Password: creds.root})
+		in, err := r.ConnectGuarded(ctx, p, topology.Credentials{User: "root", Password: creds.Root})
 		if err != nil {
 			if ce := topology.AsConfigError(err); ce != nil {
 				return false, ce
 			}
-			if recordedAbsent(c, p.Name) {
+			if RecordedAbsent(c, p.Name) {
 				continue // recorded absent and still silent: a converge would leave it out too
 			}
 			// Silent: a converge leaves it out and records it absent.
 			return false, nil
 		}
-		s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		s := in.Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
 		_ = in.Close()
 		if s.Err != nil && s.Err.Config != nil {
 			// Not "not converged": a converge would be refused the same path, so none is begun.
 			return false, s.Err.Config
 		}
-		if !s.Complete() && recordedAbsent(c, p.Name) {
+		if !s.Complete() && RecordedAbsent(c, p.Name) {
 			continue
 		}
 		if !s.Complete() || !replicatesFrom(s, primaryIP) {
@@ -809,8 +809,8 @@ func (r *Runner) replicasConverged(ctx context.Context, c *v1.MysqlCluster, act 
 }
 
 // primaryWritable reports whether the primary's server answers writable.
-func (r *Runner) primaryWritable(ctx context.Context, pod *corev1.Pod, creds credentials) (bool, error) {
-	in, err := r.connect(ctx, pod, topology.Credentials{User: "root", Password: creds.root})
+func (r *Runner) primaryWritable(ctx context.Context, pod *corev1.Pod, creds Credentials) (bool, error) {
+	in, err := r.ConnectGuarded(ctx, pod, topology.Credentials{User: "root", Password: creds.Root})
 	if err != nil {
 		return false, err
 	}
@@ -824,10 +824,10 @@ func (r *Runner) primaryWritable(ctx context.Context, pod *corev1.Pod, creds cre
 // at most this often keeps a converged reconcile (almost always) free of writes.
 const lastSeenRefresh = time.Hour
 
-// refreshPrimarySeen records a fresh observation of a healthy primary (see observedChange)
+// RefreshPrimarySeen records a fresh observation of a healthy primary (see observedChange)
 // when the recorded one is at least every old.
-func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, every time.Duration) error {
-	return r.recordObservation(ctx, c, pod, creds, primarySeenBefore(c, pod.Name, r.now(), every), false)
+func (r *Runner) RefreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds Credentials, every time.Duration) error {
+	return r.recordObservation(ctx, c, pod, creds, primarySeenBefore(c, pod.Name, r.Clock(), every), false)
 }
 
 // refreshObserved records what a converge that found every replica replicating from the
@@ -836,8 +836,8 @@ func (r *Runner) refreshPrimarySeen(ctx context.Context, c *v1.MysqlCluster, pod
 // (JudgeHA: no watch stands behind it and it is older than HAStaleAfter), so that `status`
 // after a reconcile shows the state now rather than a stopped watch's last word. When neither
 // is needed it writes nothing, and reads the supervisor Lease only for a record that is old.
-func (r *Runner) refreshObserved(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials) error {
-	now := r.now()
+func (r *Runner) refreshObserved(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds Credentials) error {
+	now := r.Clock()
 	judge := false
 	if !JudgeHA(c, Supervision{}, now).Current {
 		sup, err := SupervisorOf(ctx, r.Kube, c)
@@ -862,15 +862,15 @@ func primarySeenBefore(c *v1.MysqlCluster, primary string, now time.Time, every 
 
 // recordObservation observes the primary pod once, when seen or judge asks for it, and writes
 // what observedChange makes of the observation.
-func (r *Runner) recordObservation(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, seen, judge bool) error {
+func (r *Runner) recordObservation(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds Credentials, seen, judge bool) error {
 	if !seen && !judge {
 		return nil
 	}
-	in, err := r.connect(ctx, pod, topology.Credentials{User: "root", Password: creds.root})
+	in, err := r.ConnectGuarded(ctx, pod, topology.Credentials{User: "root", Password: creds.Root})
 	if err != nil {
 		return err
 	}
-	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+	s := in.Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
 	_ = in.Close()
 	change := joinChanges(observedChange(c, pod.Name, s, seen, judge), weakenedProtection(c, pod.Name, s))
 	if change == nil {
@@ -901,7 +901,7 @@ func weakenedProtection(c *v1.MysqlCluster, primary string, s topology.Snapshot)
 	if rec == nil || !rec.SemiSyncSource {
 		return nil
 	}
-	protects := fencesByReceivers(s)
+	protects := FencesByReceivers(s)
 	timeout := s.SemiSync.TimeoutMillis / 1000
 	if protects && (rec.SemiSyncTimeoutSeconds == 0 || timeout >= rec.SemiSyncTimeoutSeconds) {
 		return nil
@@ -932,8 +932,8 @@ func semiSyncUnread(s topology.Snapshot) bool {
 	return false
 }
 
-// recordWeakened writes weakenedProtection's change for an observation of the primary, if any.
-func (r *Runner) recordWeakened(ctx context.Context, c *v1.MysqlCluster, primary string, s topology.Snapshot) error {
+// RecordWeakened writes weakenedProtection's change for an observation of the primary, if any.
+func (r *Runner) RecordWeakened(ctx context.Context, c *v1.MysqlCluster, primary string, s topology.Snapshot) error {
 	change := weakenedProtection(c, primary, s)
 	if change == nil {
 		return nil
@@ -976,7 +976,7 @@ func observedChange(c *v1.MysqlCluster, primary string, s topology.Snapshot, see
 		return nil
 	}
 	ss := s.SemiSync
-	seen = seen && fencesByReceivers(s) && ss.SourceClients >= semiSyncWanted(c) && ss.WaitSessions == 0
+	seen = seen && FencesByReceivers(s) && ss.SourceClients >= semiSyncWanted(c) && ss.WaitSessions == 0
 	if !seen && !judge {
 		return nil
 	}
@@ -997,20 +997,20 @@ func observedChange(c *v1.MysqlCluster, primary string, s topology.Snapshot, see
 			return nil
 		}
 		msg := fmt.Sprintf("primary %s answered writable and every replica replicates from it, as a converge observed", primary)
-		st.HA = haState(h, v1.HAHealthy, at, []string{msg}, OperationConverge)
+		st.HA = NextHAStatus(h, v1.HAHealthy, at, []string{msg}, OperationConverge)
 		// A fresh count of failed checks: the checks that counted were a stopped watch's.
 		st.HA.FailedChecks, st.HA.SuspectedPodUID, st.HA.LastFailedCheck, st.HA.WaitingForLease = 0, "", nil, nil
-		clearWithheld(st, msg)
+		ClearWithheld(st, msg)
 		return nil
 	}
 }
 
-// sessions holds one connection per instance for the length of a stage: every stage connects
+// Sessions holds one connection per instance for the length of a stage: every stage connects
 // afresh (the pods may have moved since the last one) and closes what it opened.
-type sessions struct {
+type Sessions struct {
 	r     *Runner
 	ctx   context.Context
-	creds credentials
+	creds Credentials
 	pods  map[string]*corev1.Pod
 	// mu guards conns: observeAll connects to several instances at once.
 	mu    sync.Mutex
@@ -1019,23 +1019,23 @@ type sessions struct {
 	catchUp time.Duration
 }
 
-func (ss *sessions) catchUpWait() time.Duration {
+func (ss *Sessions) catchUpWait() time.Duration {
 	if ss.catchUp > 0 {
 		return ss.catchUp
 	}
 	return 2 * time.Second
 }
 
-func (r *Runner) openSessions(ctx context.Context, members []instance, creds credentials) *sessions {
-	ss := &sessions{r: r, ctx: ctx, creds: creds, pods: map[string]*corev1.Pod{}, conns: map[string]*topology.Instance{}}
+func (r *Runner) OpenSessions(ctx context.Context, members []Instance, creds Credentials) *Sessions {
+	ss := &Sessions{r: r, ctx: ctx, creds: creds, pods: map[string]*corev1.Pod{}, conns: map[string]*topology.Instance{}}
 	for _, m := range members {
-		ss.pods[m.pod.Name] = m.pod
+		ss.pods[m.Pod.Name] = m.Pod
 	}
 	return ss
 }
 
-// connect returns the instance's connection as root, opening it on first use.
-func (ss *sessions) connect(name string) (*topology.Instance, error) {
+// Connect returns the instance's connection as root, opening it on first use.
+func (ss *Sessions) Connect(name string) (*topology.Instance, error) {
 	ss.mu.Lock()
 	in, ok := ss.conns[name]
 	ss.mu.Unlock()
@@ -1046,7 +1046,7 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("instance %s has no ready pod", name)
 	}
-	in, err := ss.r.connect(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.root})
+	in, err := ss.r.ConnectGuarded(ss.ctx, pod, topology.Credentials{User: "root", Password: ss.creds.Root})
 	if err != nil {
 		return nil, err
 	}
@@ -1062,15 +1062,15 @@ func (ss *sessions) connect(name string) (*topology.Instance, error) {
 }
 
 // port is the port replication reaches the instance on (PodPort of its pod).
-func (ss *sessions) port(name string) int { return specs.PodPort(ss.pods[name]) }
+func (ss *Sessions) port(name string) int { return specs.PodPort(ss.pods[name]) }
 
-// observe takes a complete snapshot of the instance; an incomplete one means "not yet".
-func (ss *sessions) observe(name string) (topology.Snapshot, error) {
-	in, err := ss.connect(name)
+// Observe takes a complete snapshot of the instance; an incomplete one means "not yet".
+func (ss *Sessions) Observe(name string) (topology.Snapshot, error) {
+	in, err := ss.Connect(name)
 	if err != nil {
 		return topology.Snapshot{}, err
 	}
-	s := in.Observe(ss.ctx, topology.ObserveOptions{Now: ss.r.now, Secrets: []string{string(ss.creds.root)}})
+	s := in.Observe(ss.ctx, topology.ObserveOptions{Now: ss.r.Clock, Secrets: []string{string(ss.creds.Root)}})
 	if !s.Complete() {
 		return s, notYet("%s does not answer yet: %v", name, s.Err)
 	}
@@ -1080,7 +1080,7 @@ func (ss *sessions) observe(name string) (topology.Snapshot, error) {
 // caughtUp reports why the replica s is not yet proven converged on the primary (named, at
 // address ip, last observed as p), or "" once it replicates from it with both threads running and
 // has applied everything p had.
-func (ss *sessions) caughtUp(name string, s topology.Snapshot, primary, ip string, p topology.Snapshot) (string, error) {
+func (ss *Sessions) caughtUp(name string, s topology.Snapshot, primary, ip string, p topology.Snapshot) (string, error) {
 	switch {
 	case s.Replica == nil:
 		return name + ": no replication configured", nil
@@ -1089,7 +1089,7 @@ func (ss *sessions) caughtUp(name string, s topology.Snapshot, primary, ip strin
 	case !replicatesFrom(s, ip):
 		return fmt.Sprintf("%s: IO thread %s, SQL thread running %v %s %s", name, s.Replica.IOThread, s.Replica.SQLRunning, s.Replica.LastIOError, s.Replica.LastSQLError), nil
 	}
-	in, err := ss.connect(name)
+	in, err := ss.Connect(name)
 	if err != nil {
 		return "", err
 	}
@@ -1108,17 +1108,17 @@ func replicatesFrom(s topology.Snapshot, ip string) bool {
 // round of queries, not one per member); the results are in the order of names. It starts one
 // goroutine per name, for a cluster's own members (a handful), each bounded by Observe's
 // timeout and ss's context.
-func (ss *sessions) observeAll(names []string) ([]topology.Snapshot, []error) {
+func (ss *Sessions) observeAll(names []string) ([]topology.Snapshot, []error) {
 	snaps, errs := make([]topology.Snapshot, len(names)), make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() { snaps[i], errs[i] = ss.observe(name) })
+		wg.Go(func() { snaps[i], errs[i] = ss.Observe(name) })
 	}
 	wg.Wait()
 	return snaps, errs
 }
 
-func (ss *sessions) close() {
+func (ss *Sessions) Close() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, in := range ss.conns {
@@ -1156,10 +1156,10 @@ func (r *Runner) labelRole(ctx context.Context, c *v1.MysqlCluster, pod string, 
 	return nil
 }
 
-// syncPDB derives the PodDisruptionBudget from the status as recorded in c: it allows one
+// SyncPDB derives the PodDisruptionBudget from the status as recorded in c: it allows one
 // eviction only while the cluster is converged, Healthy and no operation runs. Nothing is sent
 // when it already matches.
-func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
+func SyncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error {
 	cv := specs.ConvergenceFromStatus(c, true)
 	if _, err := Apply(ctx, kube, specs.BuildPDB(c, cv)); err != nil || !cv.Converged() {
 		return err
@@ -1182,18 +1182,18 @@ func syncPDB(ctx context.Context, kube client.Client, c *v1.MysqlCluster) error 
 // sidework (best effort: a budget that cannot be written never stops an operation).
 func (r *Runner) syncPDB(ctx context.Context, c *v1.MysqlCluster) {
 	kube, key := r.Kube, client.ObjectKeyFromObject(c)
-	r.background.do(ctx, func(ctx context.Context) { _ = syncLivePDB(ctx, kube, key) })
+	r.background.Do(ctx, func(ctx context.Context) { _ = SyncLivePDB(ctx, kube, key) })
 }
 
-// syncLivePDB is syncPDB from the status as it is read now: side work runs later than it was
+// SyncLivePDB is syncPDB from the status as it is read now: side work runs later than it was
 // asked for, and budget updates asked for by different actors (a check, an operation) may run
 // in any order; each derives the budget from the status when it runs.
-func syncLivePDB(ctx context.Context, kube client.Client, key client.ObjectKey) error {
+func SyncLivePDB(ctx context.Context, kube client.Client, key client.ObjectKey) error {
 	live := &v1.MysqlCluster{}
 	if err := kube.Get(ctx, key, live); err != nil {
 		return err
 	}
-	return syncPDB(ctx, kube, live)
+	return SyncPDB(ctx, kube, live)
 }
 
 // identity is the server identity recorded in provenance: MySQL's server_uuid, or MariaDB's
@@ -1214,31 +1214,31 @@ func executed(s topology.Snapshot) string {
 	return s.GTID.Executed.String()
 }
 
-func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []instance, snaps map[string]topology.Snapshot, primary string) []v1.InstanceStatus {
+func (r *Runner) instanceStatuses(c *v1.MysqlCluster, members []Instance, snaps map[string]topology.Snapshot, primary string) []v1.InstanceStatus {
 	var out []v1.InstanceStatus
 	for _, m := range members {
-		st := v1.InstanceStatus{Name: m.pod.Name, Ordinal: m.ordinal, PodUID: string(m.pod.UID), PodIP: m.pod.Status.PodIP, Role: v1.RoleReplica}
-		for _, cs := range m.pod.Status.ContainerStatuses {
+		st := v1.InstanceStatus{Name: m.Pod.Name, Ordinal: m.ordinal, PodUID: string(m.Pod.UID), PodIP: m.Pod.Status.PodIP, Role: v1.RoleReplica}
+		for _, cs := range m.Pod.Status.ContainerStatuses {
 			if cs.Name == specs.ContainerName {
 				st.Restarts = cs.RestartCount
 			}
 		}
 		switch {
-		case m.pod.Name == primary:
+		case m.Pod.Name == primary:
 			st.Role = v1.RolePrimary
 			st.Classification = string(topology.ClassPrimary)
-		case quarantined(c, m.pod.Name):
+		case quarantined(c, m.Pod.Name):
 			st.Role = v1.RoleQuarantined
 			st.Classification = string(topology.ClassErrant)
 		default:
 			st.Classification = string(topology.ClassReplicating)
 		}
-		if s, ok := snaps[m.pod.Name]; ok {
+		if s, ok := snaps[m.Pod.Name]; ok {
 			st.ServerID = int64(s.ServerID)
 			st.ServerUUID = s.ServerUUID
 			st.Version = s.Flavor.VersionString
 			st.GTIDExecuted = executed(s)
-			st.SemiSyncSource = fencesByReceivers(s)
+			st.SemiSyncSource = FencesByReceivers(s)
 			if s.SemiSync.SourceEnabled {
 				st.SemiSyncTimeoutSeconds = s.SemiSync.TimeoutMillis / 1000
 			}

@@ -22,7 +22,7 @@ import (
 )
 
 func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, members, observe := x.c, x.members, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	c, members, observe := x.c, x.members, func(m Instance) (topology.Snapshot, error) { return x.ss.Observe(m.Pod.Name) }
 	type rec struct {
 		record v1.GTIDBootstrapRecord
 		errant *v1.ErrantInstance
@@ -30,8 +30,8 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 	var recs []rec
 	for _, m := range members {
 		pvc := &corev1.PersistentVolumeClaim{}
-		if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + m.pod.Name}, pvc); err != nil {
-			return "", nil, fmt.Errorf("read the data volume claim of %s: %w", m.pod.Name, err)
+		if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: "data-" + m.Pod.Name}, pvc); err != nil {
+			return "", nil, fmt.Errorf("read the data volume claim of %s: %w", m.Pod.Name, err)
 		}
 		var existing *v1.GTIDBootstrapRecord
 		for i := range c.Status.GTIDBootstrap {
@@ -42,7 +42,7 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 		if existing != nil {
 			if existing.PVCUID != string(pvc.UID) {
 				recs = append(recs, rec{errant: &v1.ErrantInstance{
-					Name:   m.pod.Name,
+					Name:   m.Pod.Name,
 					Reason: fmt.Sprintf("data volume %s has UID %s, but the provenance record names %s: this is not the data that was recorded", pvc.Name, pvc.UID, existing.PVCUID),
 				}})
 			}
@@ -52,18 +52,18 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 		if err != nil {
 			return "", nil, err
 		}
-		if err := flavorMatches(c, m.pod.Name, s); err != nil {
+		if err := flavorMatches(c, m.Pod.Name, s); err != nil {
 			return "", nil, err
 		}
 		recs = append(recs, rec{record: v1.GTIDBootstrapRecord{
 			Ordinal: m.ordinal, PVCUID: string(pvc.UID), ServerUUID: identity(s), BootstrapGTIDSet: executed(s),
-			RecordedAt: metav1.NewTime(r.now()),
+			RecordedAt: metav1.NewTime(r.Clock()),
 		}})
 	}
 	return StageCreatingUsers, func(s *v1.MysqlClusterStatus) {
 		for _, x := range recs {
 			if x.errant != nil {
-				addErrant(s, *x.errant, r.now())
+				addErrant(s, *x.errant, r.Clock())
 				continue
 			}
 			// Append-only: an ordinal recorded meanwhile is never rewritten.
@@ -80,9 +80,9 @@ func (r *Runner) bsRecordingProvenance(ctx context.Context, x *stageEnv) (string
 }
 
 func (r *Runner) bsCreatingUsers(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, members, connect := x.c, x.members, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	c, members, connect := x.c, x.members, func(m Instance) (*topology.Instance, error) { return x.ss.Connect(m.Pod.Name) }
 	for _, m := range members {
-		if quarantined(c, m.pod.Name) {
+		if quarantined(c, m.Pod.Name) {
 			continue
 		}
 		in, err := connect(m)
@@ -125,8 +125,8 @@ func (r *Runner) ensureAccounts(ctx context.Context, c *v1.MysqlCluster, in *top
 }
 
 func (r *Runner) bsConfiguringPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, primary, primaryName, connect, observe := x.c, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
-	if primary.pod == nil || quarantined(c, primaryName) {
+	c, primary, primaryName, connect, observe := x.c, x.primary, x.primaryName, func(m Instance) (*topology.Instance, error) { return x.ss.Connect(m.Pod.Name) }, func(m Instance) (topology.Snapshot, error) { return x.ss.Observe(m.Pod.Name) }
+	if primary.Pod == nil || quarantined(c, primaryName) {
 		return "", nil, fmt.Errorf("%w: the primary %s is quarantined or missing; no other instance is proven safe to take its place", outcome.ErrUnsafe, primaryName)
 	}
 	in, err := connect(primary)
@@ -152,27 +152,27 @@ func (r *Runner) bsConfiguringPrimary(ctx context.Context, x *stageEnv) (string,
 }
 
 func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, members, creds, ss, primary, primaryName, connect, observe := x.c, x.members, x.creds, x.ss, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	c, members, creds, ss, primary, primaryName, connect, observe := x.c, x.members, x.creds, x.ss, x.primary, x.primaryName, func(m Instance) (*topology.Instance, error) { return x.ss.Connect(m.Pod.Name) }, func(m Instance) (topology.Snapshot, error) { return x.ss.Observe(m.Pod.Name) }
 	ps, err := observe(primary)
 	if err != nil {
 		return "", nil, err
 	}
 	var errant []v1.ErrantInstance
 	for _, m := range members {
-		if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+		if m.Pod.Name == primaryName || quarantined(c, m.Pod.Name) {
 			continue
 		}
 		// A former primary that came back without restarting (a frozen or partitioned one)
 		// still takes writes, and its commits may hang waiting for acknowledgements, which
 		// would block a full observation: it is fenced before it is observed.
-		if _, err := r.refence(ctx, c, m.pod, creds, false); err != nil {
+		if _, err := r.Refence(ctx, c, m.Pod, creds, false); err != nil {
 			return "", nil, err
 		}
 		s, err := observe(m)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := flavorMatches(c, m.pod.Name, s); err != nil {
+		if err := flavorMatches(c, m.Pod.Name, s); err != nil {
 			return "", nil, err
 		}
 		e, ok, err := ss.ancestor(primaryName, ps, s)
@@ -180,7 +180,7 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 			return "", nil, err
 		}
 		if !ok {
-			e.Name = m.pod.Name
+			e.Name = m.Pod.Name
 			errant = append(errant, e)
 			continue
 		}
@@ -209,13 +209,13 @@ func (r *Runner) bsJoiningReplicas(ctx context.Context, x *stageEnv) (string, fu
 	}
 	return StageOpeningPrimary, func(s *v1.MysqlClusterStatus) {
 		for _, e := range errant {
-			addErrant(s, e, r.now())
+			addErrant(s, e, r.Clock())
 		}
 	}, nil
 }
 
 func (r *Runner) bsOpeningPrimary(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, primary, primaryName, connect := x.c, x.primary, x.primaryName, func(m instance) (*topology.Instance, error) { return x.ss.connect(m.pod.Name) }
+	c, primary, primaryName, connect := x.c, x.primary, x.primaryName, func(m Instance) (*topology.Instance, error) { return x.ss.Connect(m.Pod.Name) }
 	in, err := connect(primary)
 	if err != nil {
 		return "", nil, err
@@ -227,7 +227,7 @@ func (r *Runner) bsOpeningPrimary(ctx context.Context, x *stageEnv) (string, fun
 }
 
 func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, members, ss, primary, primaryName, observe := x.c, x.members, x.ss, x.primary, x.primaryName, func(m instance) (topology.Snapshot, error) { return x.ss.observe(m.pod.Name) }
+	c, members, ss, primary, primaryName, observe := x.c, x.members, x.ss, x.primary, x.primaryName, func(m Instance) (topology.Snapshot, error) { return x.ss.Observe(m.Pod.Name) }
 	ps, err := observe(primary)
 	if err != nil {
 		return "", nil, err
@@ -235,15 +235,15 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 	snaps := map[string]topology.Snapshot{primaryName: ps}
 	var pending []string
 	for _, m := range members {
-		if m.pod.Name == primaryName || quarantined(c, m.pod.Name) {
+		if m.Pod.Name == primaryName || quarantined(c, m.Pod.Name) {
 			continue
 		}
 		s, err := observe(m)
 		if err != nil {
 			return "", nil, err
 		}
-		snaps[m.pod.Name] = s
-		why, err := ss.caughtUp(m.pod.Name, s, primaryName, specs.PodHost(c, primaryName), ps)
+		snaps[m.Pod.Name] = s
+		why, err := ss.caughtUp(m.Pod.Name, s, primaryName, specs.PodHost(c, primaryName), ps)
 		if err != nil {
 			return "", nil, err
 		}
@@ -266,7 +266,7 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 		return "", nil, err
 	}
 	bounds := absentBounds(ctx, x)
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	instances := r.instanceStatuses(c, members, snaps, primaryName)
 	for _, i := range c.Status.Instances {
 		if _, left := x.absent[i.Name]; left {
@@ -310,7 +310,7 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 			msg = "replicas re-joined: " + msg
 		}
 		if len(x.absent) > 0 {
-			msg += "; left out, not answering (recorded absent): " + strings.Join(recordAbsent(s, x.absent, bounds, op.ID, now.Time), ", ")
+			msg += "; left out, not answering (recorded absent): " + strings.Join(RecordAbsent(s, x.absent, bounds, op.ID, now.Time), ", ")
 		}
 		s.History = append([]v1.OperationRecord{{
 			ID: op.ID, Type: op.Type, Result: "Succeeded", StartedAt: op.StartedAt, FinishedAt: now, Message: msg,
@@ -347,10 +347,10 @@ func flavorMatches(c *v1.MysqlCluster, name string, s topology.Snapshot) error {
 	return nil
 }
 
-// recordAbsent records the members a converge left out because they did not answer, keeping
+// RecordAbsent records the members a converge left out because they did not answer, keeping
 // what is recorded of those already absent (their bound above all: only the supervisor's
 // observation passes know one), and returns their names, sorted.
-func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, opID string, now time.Time) []string {
+func RecordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, opID string, now time.Time) []string {
 	names := make([]string, 0, len(absent))
 	for name := range absent {
 		names = append(names, name)
@@ -363,7 +363,7 @@ func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, op
 			// member may have passed since (reconnecting between two passes). The higher bound
 			// is the safe one.
 			if a := &s.AbsentInstances[i]; bounds[name] != "" && a.Bound != bounds[name] {
-				a.Reason, _, _ = strings.Cut(a.Reason, "; "+noBoundYet)
+				a.Reason, _, _ = strings.Cut(a.Reason, "; "+NoBoundYet)
 				a.Reason, _, _ = strings.Cut(a.Reason, "; "+boundByConverge)
 				a.Bound, a.Reason = bounds[name], a.Reason+"; "+boundByConverge
 			}
@@ -371,7 +371,7 @@ func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, op
 		}
 		a := v1.AbsentInstance{
 			Name: name, Since: metav1.NewTime(now.Truncate(time.Second)),
-			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; " + noBoundYet,
+			Reason: "did not answer the converge " + opID + ": " + absent[name] + "; " + NoBoundYet,
 		}
 		if bounds[name] != "" {
 			a.Bound, a.Reason = bounds[name], "did not answer the converge "+opID+": "+absent[name]+"; "+boundByConverge
@@ -382,8 +382,8 @@ func recordAbsent(s *v1.MysqlClusterStatus, absent, bounds map[string]string, op
 	return names
 }
 
-// noBoundYet ends the reason of an absence recorded without a bound.
-const noBoundYet = "no bound known yet (a supervisor's observation passes record one)"
+// NoBoundYet ends the reason of an absence recorded without a bound.
+const NoBoundYet = "no bound known yet (a supervisor's observation passes record one)"
 
 // boundByConverge says where a converge's bound comes from.
 const boundByConverge = "bound: the primary's position read after its list of connected replicas did not name it"
@@ -395,7 +395,7 @@ func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
 	if len(x.absent) == 0 {
 		return nil
 	}
-	in, err := x.ss.connect(x.primaryName)
+	in, err := x.ss.Connect(x.primaryName)
 	if err != nil {
 		return nil
 	}
@@ -403,14 +403,14 @@ func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
 	if err != nil {
 		return nil
 	}
-	ps, err := x.ss.observe(x.primaryName)
+	ps, err := x.ss.Observe(x.primaryName)
 	if err != nil {
 		return nil
 	}
 	out := map[string]string{}
 	for _, i := range x.c.Status.Instances {
 		if _, left := x.absent[i.Name]; left && i.ServerID != 0 && !slices.Contains(ids, uint32(i.ServerID)) {
-			out[i.Name] = boundOf(ps)
+			out[i.Name] = BoundOf(ps)
 		}
 	}
 	return out
@@ -422,7 +422,7 @@ func absentBounds(ctx context.Context, x *stageEnv) map[string]string {
 // unreachable primary, a withheld automatic failover, a quarantine) is no longer the cluster's
 // state. Others (an upgrade stopped, semi-sync inactive, a stage that stopped) have their own
 // way out.
-var resolvedByConvergence = []string{"FailoverRefused", "FailoverRolledBack", reasonNewPrimaryLost, "PrimaryUnreachable", reasonFailoverWithheld, "Quarantined"}
+var resolvedByConvergence = []string{"FailoverRefused", "FailoverRolledBack", ReasonNewPrimaryLost, "PrimaryUnreachable", ReasonFailoverWithheld, "Quarantined"}
 
 // clearResolvedDegraded ends a Degraded condition a finished converge proved over, so that
 // status says what the cluster is now (msg, the converge's finding) rather than what it was.

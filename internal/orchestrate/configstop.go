@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -179,12 +178,12 @@ func stopsAtRefusal(op *v1.OperationStatus) bool {
 func (r *Runner) stopForConfig(ctx context.Context, key client.ObjectKey, c *v1.MysqlCluster, op *v1.OperationStatus, ce *topology.ConfigError) error {
 	if restore := r.withdrawal(op); restore != nil {
 		err := r.persist(ctx, c, op, op.Stage, restore)
-		if err != nil && !errors.Is(err, errLostRace) {
+		if err != nil && !errors.Is(err, ErrLostRace) {
 			return fmt.Errorf("%s of %s stopped at stage %s by a configuration refusal (%v), and withdrawing it failed: %w", op.Type, key, op.Stage, ce, err)
 		}
 		if err == nil {
 			r.began = nil
-			r.event(ctx, c, true, "OperationWithdrawn", fmt.Sprintf("%s %s withdrawn at stage %s before it changed anything: %v", op.Type, op.ID, op.Stage, ce))
+			r.Event(ctx, c, true, "OperationWithdrawn", fmt.Sprintf("%s %s withdrawn at stage %s before it changed anything: %v", op.Type, op.ID, op.Stage, ce))
 			r.syncPDB(ctx, c) // the budget the begin closed opens again if the status allows it
 		}
 		return fmt.Errorf("%s of %s stopped before it changed anything (nothing is recorded): %w", op.Type, key, ce)
@@ -196,34 +195,7 @@ func (r *Runner) stopForConfig(ctx context.Context, key client.ObjectKey, c *v1.
 	msg := fmt.Sprintf("stopped: %v; %s", ce, next)
 	if op.Message != msg {
 		_ = r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { s.Operation.Message = msg })
-		r.event(ctx, c, true, "OperationStopped", fmt.Sprintf("%s %s stopped at stage %s: %s", op.Type, op.ID, op.Stage, msg))
+		r.Event(ctx, c, true, "OperationStopped", fmt.Sprintf("%s %s stopped at stage %s: %s", op.Type, op.ID, op.Stage, msg))
 	}
 	return fmt.Errorf("%s of %s stopped at stage %s, which stays recorded (%s): %w", op.Type, key, op.Stage, next, ce)
-}
-
-// cannotCheck is the supervisor's turn when the check of the primary was refused by
-// configuration: the refusal is about the path, not the primary, so the check is no evidence
-// either way. It counts toward no failover, and it breaks the run of consecutive failed checks
-// (failed checks must be consecutive looks at the primary). The HA state is recorded Suspected
-// with the refusal and what to do as its reason, and the refusal is reported loudly: it is
-// returned (the supervisor prints each distinct error once, as a log line) and, once per
-// distinct refusal, raised as a Warning Event. The supervisor keeps running and checks again
-// every interval, so it resumes by itself once the configuration is fixed.
-func (w *watcher) cannotCheck(ctx context.Context, c *v1.MysqlCluster, ch failover.Check, refused *topology.ConfigError) error {
-	w.checks = nil
-	primary := c.Status.CurrentPrimary
-	reason := fmt.Sprintf("the primary %s cannot be checked from here: %v; that says nothing about the primary, and no failover is counted until this is fixed", primary, refused)
-	a := failover.Assessment{State: failover.HASuspected, Reason: reason, Next: detectionInterval(c)}
-	j := failover.Judgement{Verdict: failover.Unreachable, Reason: reason}
-	if err := w.record(ctx, c, a, j, ch); err != nil {
-		return err
-	}
-	err := fmt.Errorf("supervising %s: %w", c.Name, refused)
-	if err.Error() != w.lastErr {
-		written := c.DeepCopy()
-		w.side.do(ctx, func(ctx context.Context) {
-			w.s.Runner.event(ctx, written, true, "PrimaryUncheckable", reason)
-		})
-	}
-	return err
 }

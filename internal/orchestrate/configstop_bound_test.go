@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -44,8 +45,8 @@ func (d *oneRefusedDialer) DialContext(_ context.Context, t topology.Target) (ne
 func TestConfigRefusalPastPromotionWaitsOutTheBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kube := wrappedClient(t, func(*http.Request) {})
-	c := runningCluster(t, ctx, kube, "cfg-repoint", true)
+	kube := clustertest.WrappedClient(t, env, func(*http.Request) {})
+	c := clustertest.RunningCluster(t, ctx, kube, "cfg-repoint", true)
 	key := client.ObjectKeyFromObject(c)
 	d := &oneRefusedDialer{refused: "cfg-repoint-1", dials: map[string]int{}}
 	lctx, r := leasedRunner(t, ctx, kube, c, d)

@@ -15,10 +15,10 @@ import (
 // EventSource names mysqlctl as the reporting component of its Events.
 const EventSource = "mysqlctl"
 
-// event records a decision as a Kubernetes Event on the cluster, so that `kubectl describe` and
+// Event records a decision as a Kubernetes Event on the cluster, so that `kubectl describe` and
 // `kubectl get events` tell the story next to the status. Events are best effort: a refused
 // Event never stops an operation, whose persisted status remains the record.
-func (r *Runner) event(ctx context.Context, c *v1.MysqlCluster, warning bool, reason, message string) {
+func (r *Runner) Event(ctx context.Context, c *v1.MysqlCluster, warning bool, reason, message string) {
 	if r.Kube == nil {
 		return
 	}
@@ -29,7 +29,7 @@ func (r *Runner) event(ctx context.Context, c *v1.MysqlCluster, warning bool, re
 	if len(message) > 1000 {
 		message = message[:997] + "..."
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	e := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, GenerateName: c.Name + "."},
 		InvolvedObject: corev1.ObjectReference{
@@ -42,13 +42,13 @@ func (r *Runner) event(ctx context.Context, c *v1.MysqlCluster, warning bool, re
 		ReportingController: "mysqlctl.io/" + EventSource, ReportingInstance: r.Holder,
 	}
 	kube := r.Kube
-	r.background.do(ctx, func(ctx context.Context) { _ = kube.Create(ctx, e) })
+	r.background.Do(ctx, func(ctx context.Context) { _ = kube.Create(ctx, e) })
 }
 
-// sidework runs best-effort API writes (Events, the disruption budget) one at a time and in
+// Sidework runs best-effort API writes (Events, the disruption budget) one at a time and in
 // order, off the critical path of the operation or check that asks for them: a failover does not
 // wait for its Events to be stored before its next stage. A nil sidework runs them at once.
-type sidework struct {
+type Sidework struct {
 	work chan func()
 	done chan struct{}
 	// mu orders do against stop: work asked for once s is stopped runs at once.
@@ -68,9 +68,9 @@ const (
 	sideworkDrain   = 2 * time.Second
 )
 
-func startSidework() *sidework {
+func StartSidework() *Sidework {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sidework{work: make(chan func(), 64), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	s := &Sidework{work: make(chan func(), 64), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	go func() {
 		defer close(s.done)
 		for fn := range s.work {
@@ -80,8 +80,8 @@ func startSidework() *sidework {
 	return s
 }
 
-// do runs fn after the work asked for before it, or at once when s is nil.
-func (s *sidework) do(ctx context.Context, fn func(context.Context)) {
+// Do runs fn after the work asked for before it, or at once when s is nil.
+func (s *Sidework) Do(ctx context.Context, fn func(context.Context)) {
 	if s == nil {
 		fn(ctx)
 		return
@@ -103,9 +103,9 @@ func (s *sidework) do(ctx context.Context, fn func(context.Context)) {
 	}
 }
 
-// stop waits for the work asked for so far, at most sideworkDrain (then what is left is
+// Stop waits for the work asked for so far, at most sideworkDrain (then what is left is
 // cancelled), and ends s.
-func (s *sidework) stop() {
+func (s *Sidework) Stop() {
 	s.mu.Lock()
 	s.closed = true
 	close(s.work)
@@ -128,9 +128,9 @@ func (r *Runner) withSidework() func() {
 	if r.background != nil {
 		return func() {}
 	}
-	r.background, r.creds = startSidework(), map[string]credentials{}
+	r.background, r.creds = StartSidework(), map[string]Credentials{}
 	return func() {
-		r.background.stop()
+		r.background.Stop()
 		r.background, r.creds = nil, nil
 	}
 }

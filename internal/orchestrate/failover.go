@@ -80,9 +80,9 @@ type FailoverOptions struct {
 	// PrimaryCheckedGTID is the primary's written GTID position at that check.
 	PrimaryCheckedGTID string
 
-	// read is the cluster as the caller read it under the Lease just before: the first step
+	// Read is the cluster as the caller read it under the Lease just before: the first step
 	// starts from it instead of reading it again (see load).
-	read *v1.MysqlCluster
+	Read *v1.MysqlCluster
 }
 
 // timeOrNil is t as a recorded time, nil when zero.
@@ -115,7 +115,7 @@ func (r *Runner) Failover(ctx context.Context, key client.ObjectKey, opts Failov
 	defer r.withSidework()()
 	started := false
 	lastReported := ""
-	held := opts.read // as the last write returned it, or as the caller read it under the Lease
+	held := opts.Read // as the last write returned it, or as the caller read it under the Lease
 	for {
 		cluster, err := r.load(ctx, key, held)
 		if err != nil {
@@ -171,17 +171,17 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		return fmt.Errorf("%w: operation %s is recorded by %s under lease epoch %d, not older than this actor's epoch %d", outcome.ErrHeld, op.ID, op.Holder, op.Epoch, r.Epoch)
 	}
 	old := c.Status.CurrentPrimary
-	v, err := r.failoverView(ctx, c, old)
+	v, err := r.FailoverView(ctx, c, old)
 	if err != nil {
 		return err
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return err
 	}
 	// The same judgement as Confirming: only a primary proven dead ends the operation.
-	ss := r.openSessions(ctx, v.ready, creds)
-	defer ss.close()
+	ss := r.OpenSessions(ctx, v.Ready, creds)
+	defer ss.Close()
 	j, refused := r.confirm(ctx, c, v, ss, creds, opts)
 	if refused != nil && !opts.Force {
 		// Nothing was written: the operation it would supersede stays as it is.
@@ -202,7 +202,7 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 		return fmt.Errorf("the failover superseding %s was not started: %w", op.ID, ErrStopped)
 	default:
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	msg := fmt.Sprintf("superseded at stage %s by a failover: the primary %s is dead", op.Stage, old)
 	if j.Verdict == failover.ReadOnly {
 		msg = fmt.Sprintf("superseded at stage %s by a failover: the primary %s restarted read-only", op.Stage, old)
@@ -224,29 +224,29 @@ func (r *Runner) supersede(ctx context.Context, c *v1.MysqlCluster, op *v1.Opera
 	err = UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		o := s.Operation
 		if o == nil || o.ID != op.ID || o.Stage != op.Stage || o.Holder != op.Holder || o.Epoch != op.Epoch {
-			return errLostRace
+			return ErrLostRace
 		}
 		finish(s, now.Time, "Superseded", msg, 0)
 		next := fo
 		s.Operation = &next
 		s.Phase = v1.PhaseFailingOver
-		s.HA = haState(s.HA, v1.HAFailoverInProgress, now, j.Evidence, OperationFailover)
+		s.HA = NextHAStatus(s.HA, v1.HAFailoverInProgress, now, j.Evidence, OperationFailover)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + old + " started: " + msg})
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, ErrLostRace) {
 		return nil
 	}
 	if err == nil {
 		// The judgement above is Confirming's: it is recorded as Confirming records it.
-		r.event(ctx, c, false, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
-		r.event(ctx, c, true, "SwitchoverSuperseded", msg)
+		r.Event(ctx, c, false, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
+		r.Event(ctx, c, true, "SwitchoverSuperseded", msg)
 	}
 	return err
 }
 
 func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts FailoverOptions) error {
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	id := fmt.Sprintf("failover-%d", now.Unix())
 	op := v1.OperationStatus{
 		ID: id, Type: OperationFailover, Stage: StageConfirming, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, Target: opts.To,
@@ -254,7 +254,7 @@ func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts Fai
 	// Phase, HA state and conditions change only once Confirming accepts the primary's death:
 	// a refused failover leaves them as it found them.
 	// Written from the cluster as just read, with no read first (see updateStatusFrom).
-	err := r.beginWith(ctx, updateStatusFrom, c, op, func(s *v1.MysqlClusterStatus) {
+	err := r.beginWith(ctx, UpdateStatusFrom, c, op, func(s *v1.MysqlClusterStatus) {
 		s.Operation.Evidence = &v1.OperationEvidence{FencedPrimary: s.CurrentPrimary, FenceState: v1.FencePending}
 		if opts.Force {
 			s.Operation.Evidence.Forced = opts.Reason
@@ -265,12 +265,14 @@ func (r *Runner) startFailover(ctx context.Context, c *v1.MysqlCluster, opts Fai
 		if opts.Force {
 			msg += "; FORCED by a person: " + opts.Reason
 		}
-		r.event(ctx, c, opts.Force, "FailoverStarted", msg)
+		r.Event(ctx, c, opts.Force, "FailoverStarted", msg)
 	}
 	return err
 }
 
-func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []string, by string) *v1.HAStatus {
+// NextHAStatus is h moved to state at now with its evidence, judged by by (an operation type or
+// JudgeWatch).
+func NextHAStatus(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []string, by string) *v1.HAStatus {
 	out := &v1.HAStatus{}
 	if h != nil {
 		out = h.DeepCopy()
@@ -291,14 +293,14 @@ func haState(h *v1.HAStatus, state v1.HAState, now metav1.Time, evidence []strin
 func (r *Runner) lastResult(c *v1.MysqlCluster, typ string) error {
 	for _, h := range c.Status.History {
 		if h.Type == typ {
-			return recordResult(h)
+			return RecordResult(h)
 		}
 	}
 	return nil
 }
 
-// recordResult is the error a finished operation's history record stands for.
-func recordResult(h v1.OperationRecord) error {
+// RecordResult is the error a finished operation's history record stands for.
+func RecordResult(h v1.OperationRecord) error {
 	switch h.Result {
 	case "Succeeded":
 		return nil
@@ -311,49 +313,49 @@ func recordResult(h v1.OperationRecord) error {
 // ErrAborted means a person aborted the operation.
 var ErrAborted = errors.New("operation aborted")
 
-// failoverView is what a failover stage sees: the pods, which members answer, and the old
+// FailoverView is what a failover stage sees: the pods, which members answer, and the old
 // primary's address as replicas know it.
-type failoverView struct {
-	pods      map[string]*corev1.Pod
+type FailoverView struct {
+	Pods      map[string]*corev1.Pod
 	ordinals  map[string]int32
-	ready     []instance // every pod whose readiness the API reports, old primary included
+	Ready     []Instance // every pod whose readiness the API reports, old primary included
 	missing   []string   // members other than the old primary without a ready pod
 	old       string
-	oldSource failover.Source
+	OldSource failover.Source
 	oldPodUID string
 }
 
-func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old string) (failoverView, error) {
-	pods, err := r.podsByName(ctx, c, memberCount(c))
+func (r *Runner) FailoverView(ctx context.Context, c *v1.MysqlCluster, old string) (FailoverView, error) {
+	pods, err := r.podsByName(ctx, c, MemberCount(c))
 	if err != nil {
-		return failoverView{}, err
+		return FailoverView{}, err
 	}
-	v := failoverView{pods: map[string]*corev1.Pod{}, ordinals: map[string]int32{}, old: old}
-	for ord := int32(0); ord < memberCount(c); ord++ {
+	v := FailoverView{Pods: map[string]*corev1.Pod{}, ordinals: map[string]int32{}, old: old}
+	for ord := int32(0); ord < MemberCount(c); ord++ {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		v.ordinals[name] = ord
 		p, ok := pods[ord]
 		if ok {
-			v.pods[name] = p
+			v.Pods[name] = p
 		}
 		if name == old {
 			if ok {
 				v.oldPodUID = string(p.UID)
-				v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+				v.Ready = append(v.Ready, Instance{ordinal: ord, Pod: p})
 			}
 			continue
 		}
-		if ok && podReady(p) {
-			v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+		if ok && PodReady(p) {
+			v.Ready = append(v.Ready, Instance{ordinal: ord, Pod: p})
 		} else {
 			v.missing = append(v.missing, name)
 		}
 	}
 	// Replicas know the old primary by its stable name and, once connected, by its server_id.
-	v.oldSource.Host = specs.PodHost(c, old)
+	v.OldSource.Host = specs.PodHost(c, old)
 	for _, i := range c.Status.Instances {
 		if i.Name == old {
-			v.oldSource.ServerID = uint32(i.ServerID) // server_id is 32 bits (MySQL and MariaDB)
+			v.OldSource.ServerID = uint32(i.ServerID) // server_id is 32 bits (MySQL and MariaDB)
 			if v.oldPodUID == "" {
 				v.oldPodUID = i.PodUID // the pod is gone: the last observed incarnation
 			}
@@ -362,16 +364,16 @@ func (r *Runner) failoverView(ctx context.Context, c *v1.MysqlCluster, old strin
 	return v, nil
 }
 
-// members observes every reachable instance other than the old primary. Members that do not
+// Members observes every reachable instance other than the old primary. Members that do not
 // answer are reported as missing.
-func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Member, []string) {
+func (v *FailoverView) Members(c *v1.MysqlCluster, ss *Sessions) ([]failover.Member, []string) {
 	var out []failover.Member
 	missing := slices.Clone(v.missing)
 	var names []string
 	var ordinals []int32
-	for _, m := range v.ready {
-		if m.pod.Name != v.old {
-			names, ordinals = append(names, m.pod.Name), append(ordinals, m.ordinal)
+	for _, m := range v.Ready {
+		if m.Pod.Name != v.old {
+			names, ordinals = append(names, m.Pod.Name), append(ordinals, m.ordinal)
 		}
 	}
 	snaps, errs := ss.observeAll(names)
@@ -395,17 +397,17 @@ func (v *failoverView) members(c *v1.MysqlCluster, ss *sessions) ([]failover.Mem
 // the configuration refused (the path to the primary, not the primary: see topology.ConfigError)
 // is returned with the refusal: it proves nothing about the primary, and callers count it as no
 // check at all.
-func (r *Runner) checkPrimary(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check, refused *topology.ConfigError) {
-	ch, _, refused = r.checkPrimarySnapshot(ctx, v, creds, timeout)
+func (r *Runner) checkPrimary(ctx context.Context, v FailoverView, creds Credentials, timeout time.Duration) (ch failover.Check, refused *topology.ConfigError) {
+	ch, _, refused = r.CheckPrimarySnapshot(ctx, v, creds, timeout)
 	return ch, refused
 }
 
-// checkPrimarySnapshot is checkPrimary that also returns what the check observed (complete only
+// CheckPrimarySnapshot is checkPrimary that also returns what the check observed (complete only
 // for a check that reached the primary).
-func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds credentials, timeout time.Duration) (ch failover.Check, s topology.Snapshot, refused *topology.ConfigError) {
+func (r *Runner) CheckPrimarySnapshot(ctx context.Context, v FailoverView, creds Credentials, timeout time.Duration) (ch failover.Check, s topology.Snapshot, refused *topology.ConfigError) {
 	ch = failover.Check{PodUID: v.oldPodUID}
-	defer func() { ch.At = r.now() }()
-	p, ok := v.pods[v.old]
+	defer func() { ch.At = r.Clock() }()
+	p, ok := v.Pods[v.old]
 	switch {
 	case !ok:
 		ch.PodState = "absent"
@@ -420,14 +422,14 @@ func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in, err := r.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+	in, err := r.ConnectGuarded(cctx, p, topology.Credentials{User: "root", Password: creds.Root})
 	if err != nil {
 		ch.Detail = err.Error()
 		ch.Refused = topology.KindOf(err) == topology.ErrorRefused
 		return ch, s, topology.AsConfigError(err)
 	}
 	defer func() { _ = in.Close() }()
-	s = in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: timeout, Secrets: []string{string(creds.root)}})
+	s = in.Observe(cctx, topology.ObserveOptions{Now: r.Clock, Timeout: timeout, Secrets: []string{string(creds.Root)}})
 	if !s.Complete() {
 		// An answer that could not be read whole proves nothing about writability: the check
 		// fails, and the replicas' view decides.
@@ -440,8 +442,8 @@ func (r *Runner) checkPrimarySnapshot(ctx context.Context, v failoverView, creds
 	}
 	ch.Reachable = true
 	ch.Writable = !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
-	if !ch.Writable || fencesByReceivers(s) {
-		asked := r.now()
+	if !ch.Writable || FencesByReceivers(s) {
+		asked := r.Clock()
 		if up, err := in.Uptime(cctx); err == nil {
 			ch.Uptime, ch.UptimeKnown, ch.UptimeAt = up, true, asked
 		}
@@ -494,13 +496,13 @@ func knownHistory(c *v1.MysqlCluster) topology.History {
 
 // quarantine takes instances out of service: replication stopped (a quarantined replica must
 // never acknowledge a commit) and the quarantined role label, so no Service selects them.
-func (r *Runner) quarantine(ctx context.Context, c *v1.MysqlCluster, ss *sessions, errant []v1.ErrantInstance) error {
+func (r *Runner) quarantine(ctx context.Context, c *v1.MysqlCluster, ss *Sessions, errant []v1.ErrantInstance) error {
 	for _, e := range errant {
-		in, err := ss.connect(e.Name)
+		in, err := ss.Connect(e.Name)
 		if err != nil {
 			return err
 		}
-		if snap, err := ss.observe(e.Name); err != nil {
+		if snap, err := ss.Observe(e.Name); err != nil {
 			return err
 		} else if snap.Replica != nil {
 			if err := in.StopReplica(ctx); err != nil {
@@ -510,7 +512,7 @@ func (r *Runner) quarantine(ctx context.Context, c *v1.MysqlCluster, ss *session
 		if err := r.labelRole(ctx, c, e.Name, v1.RoleQuarantined); err != nil {
 			return err
 		}
-		r.event(ctx, c, true, "Quarantined", fmt.Sprintf("%s: %s (%d divergent transaction(s): %s); 'rebuild %s %s' replaces its data with a healthy replica's copy", e.Name, e.Reason, e.Count, e.ErrantGTIDs, c.Name, e.Name))
+		r.Event(ctx, c, true, "Quarantined", fmt.Sprintf("%s: %s (%d divergent transaction(s): %s); 'rebuild %s %s' replaces its data with a healthy replica's copy", e.Name, e.Reason, e.Count, e.ErrantGTIDs, c.Name, e.Name))
 	}
 	return nil
 }
@@ -534,11 +536,11 @@ func recordedSemiSyncSource(c *v1.MysqlCluster, name string) bool {
 	return false
 }
 
-// fencesByReceivers reports, from what the server itself says, whether it is a semi-sync source
+// FencesByReceivers reports, from what the server itself says, whether it is a semi-sync source
 // that stops committing while no replica acknowledges: the source side enabled and active, the
 // wait point AFTER_SYNC (the transaction is not committed, hence invisible, until acknowledged),
 // waiting even with no semi-sync replica connected, for at least MinFenceSemiSyncTimeout.
-func fencesByReceivers(s topology.Snapshot) bool {
+func FencesByReceivers(s topology.Snapshot) bool {
 	ss := s.SemiSync
 	return ss.SourceEnabled && ss.SourceActive && ss.WaitPoint == "AFTER_SYNC" && ss.WaitNoReplica &&
 		ss.TimeoutMillis >= MinFenceSemiSyncTimeout.Milliseconds()
@@ -551,7 +553,7 @@ func markPrimary(s *v1.MysqlClusterStatus, primary string, snap topology.Snapsho
 		switch s.Instances[i].Name {
 		case primary:
 			s.Instances[i].Role, s.Instances[i].Classification = v1.RolePrimary, string(topology.ClassPrimary)
-			s.Instances[i].SemiSyncSource = fencesByReceivers(snap)
+			s.Instances[i].SemiSyncSource = FencesByReceivers(snap)
 			s.Instances[i].SemiSyncTimeoutSeconds = snap.SemiSync.TimeoutMillis / 1000
 			if !snap.ObservedAt.IsZero() {
 				seen := metav1.NewTime(snap.ObservedAt)
@@ -599,7 +601,7 @@ func addKnownPrimary(s *v1.MysqlClusterStatus, id string) {
 // degrade ends the operation as Failed with the cluster Degraded and the reason persisted, and
 // returns the refusal to report. Nothing was promoted.
 func (r *Runner) degrade(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string, change func(*v1.MysqlClusterStatus)) error {
-	now := r.now()
+	now := r.Clock()
 	t := metav1.NewTime(now)
 	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) {
 		if change != nil {
@@ -607,13 +609,13 @@ func (r *Runner) degrade(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		}
 		finish(s, now, "Failed", reason, 0)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, nil, op.Type)
+		s.HA = NextHAStatus(s.HA, v1.HADegraded, t, nil, op.Type)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRefused", Message: reason})
 	})
 	if err != nil {
 		return err
 	}
-	r.event(ctx, c, true, "FailoverRefused", reason)
+	r.Event(ctx, c, true, "FailoverRefused", reason)
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 
@@ -626,7 +628,7 @@ func (r *Runner) refuse(ctx context.Context, c *v1.MysqlCluster, op *v1.Operatio
 	if err != nil {
 		return err
 	}
-	r.event(ctx, c, true, "FailoverRefused", reason+"; evidence: "+strings.Join(evidence, "; "))
+	r.Event(ctx, c, true, "FailoverRefused", reason+"; evidence: "+strings.Join(evidence, "; "))
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 
@@ -635,7 +637,7 @@ func (r *Runner) refuse(ctx context.Context, c *v1.MysqlCluster, op *v1.Operatio
 // A check the configuration refused ends the confirmation at once with the refusal: more checks
 // would be refused the same way, and the replicas' view cannot stand in for the primary's own
 // check. The judgement is then Unreachable, which only a forced failover goes past.
-func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView, ss *sessions, creds credentials, opts FailoverOptions) (failover.Judgement, *topology.ConfigError) {
+func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v FailoverView, ss *Sessions, creds Credentials, opts FailoverOptions) (failover.Judgement, *topology.ConfigError) {
 	threshold := int(c.Spec.Failover.FailureThreshold)
 	if threshold <= 0 {
 		threshold = 3
@@ -647,24 +649,24 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 	// Past the threshold, an unreachable primary that some replica still receives from is
 	// checked on for as long as a replica needs to notice a silent source (twice its net
 	// timeout): a frozen or partitioned primary keeps a replica's receiver "running" until then.
-	deadline := r.now().Add(time.Duration(threshold)*interval + 2*specs.ReplicaNetTimeout)
+	deadline := r.Clock().Add(time.Duration(threshold)*interval + 2*specs.ReplicaNetTimeout)
 	var checks []failover.Check
 	if n := len(opts.Detected); n > 0 && opts.DetectedPrimary == v.old && opts.Detected[n-1].PodUID == v.oldPodUID {
 		// The supervisor's checks are evidence about this primary incarnation only.
 		checks = slices.Clone(opts.Detected)
 	}
 	var last time.Time
-	fresh := len(checks) >= threshold && !opts.DetectedAt.IsZero() && r.now().Sub(opts.DetectedAt) < interval
+	fresh := len(checks) >= threshold && !opts.DetectedAt.IsZero() && r.Clock().Sub(opts.DetectedAt) < interval
 	for {
 		if fresh {
 			// Checked silent or refused within the last interval: the members are observed
 			// afresh, the primary is not waited on again. A read-only answer is always
 			// checked again (it may be writable by now).
 			fresh = false
-			members, _ := v.members(c, ss)
-			if j := failover.Judge(v.old, v.oldSource, checks, threshold, members); j.Verdict == failover.Dead {
+			members, _ := v.Members(c, ss)
+			if j := failover.Judge(v.old, v.OldSource, checks, threshold, members); j.Verdict == failover.Dead {
 				if lc := checks[len(checks)-1]; !lc.Refused {
-					r.markSilent(v.pods[v.old], opts.DetectedAt)
+					r.markSilent(v.Pods[v.old], opts.DetectedAt)
 				}
 				return j, nil
 			}
@@ -672,11 +674,11 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		// Checks start detectionInterval apart; a check that ran into its timeout has already
 		// used (part of) the interval.
 		if len(checks) > 0 {
-			if wait := interval - r.now().Sub(last); wait > 0 {
+			if wait := interval - r.Clock().Sub(last); wait > 0 {
 				_ = r.sleep(ctx, wait)
 			}
 		}
-		last = r.now()
+		last = r.Clock()
 		ch, refused := r.checkPrimary(ctx, v, creds, opts.CheckTimeout)
 		if refused != nil {
 			return failover.Judgement{
@@ -687,21 +689,21 @@ func (r *Runner) confirm(ctx context.Context, c *v1.MysqlCluster, v failoverView
 		}
 		checks = append(checks, ch)
 		if !ch.Reachable && !ch.Refused {
-			r.markSilent(v.pods[v.old], ch.At)
+			r.markSilent(v.Pods[v.old], ch.At)
 		}
 		if !ch.Reachable && ctx.Err() == nil && len(checks) < threshold {
 			continue
 		}
-		members, _ := v.members(c, ss)
-		j := failover.Judge(v.old, v.oldSource, checks, threshold, members)
-		if j.Verdict != failover.Unreachable || ctx.Err() != nil || !r.now().Before(deadline) {
+		members, _ := v.Members(c, ss)
+		j := failover.Judge(v.old, v.OldSource, checks, threshold, members)
+		if j.Verdict != failover.Unreachable || ctx.Err() != nil || !r.Clock().Before(deadline) {
 			return j, nil
 		}
 	}
 }
 
 // fenceOverSQL fences a reachable primary and returns its GTID set at the verified fence.
-func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *sessions, name string) (string, string, error) {
+func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *Sessions, name string) (string, string, error) {
 	killed, err := fence(ctx, in)
 	if err != nil {
 		return "", "", err
@@ -713,7 +715,7 @@ func fenceOverSQL(ctx context.Context, in *topology.Instance, ss *sessions, name
 	if !fs.Verified {
 		return "", "", notYet("fence of %s not verified yet: %s", name, strings.Join(fs.Evidence, "; "))
 	}
-	ps, err := ss.observe(name)
+	ps, err := ss.Observe(name)
 	if err != nil {
 		return "", "", err
 	}
@@ -776,17 +778,17 @@ func (r *Runner) promote(ctx context.Context, c *v1.MysqlCluster, in *topology.I
 // promoteCandidate promotes the candidate (see promote) and returns the status change that
 // records it: a known primary now, observed as a semi-sync source or not, and the old primary's
 // new role.
-func (r *Runner) promoteCandidate(ctx context.Context, c *v1.MysqlCluster, ss *sessions, in *topology.Instance, candidate string, acks int, old string, oldRole v1.Role) (func(*v1.MysqlClusterStatus), error) {
+func (r *Runner) promoteCandidate(ctx context.Context, c *v1.MysqlCluster, ss *Sessions, in *topology.Instance, candidate string, acks int, old string, oldRole v1.Role) (func(*v1.MysqlClusterStatus), error) {
 	if err := r.promote(ctx, c, in, acks); err != nil {
 		return nil, err
 	}
-	s, err := ss.observe(candidate)
+	s, err := ss.Observe(candidate)
 	if err != nil {
 		return nil, err
 	}
 	id := identity(s)
-	r.event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", candidate, s.SemiSync.SourceEnabled))
-	now := metav1.NewTime(r.now())
+	r.Event(ctx, c, false, "Promoted", fmt.Sprintf("%s promoted: replication reset, writable, semi-sync source %v", candidate, s.SemiSync.SourceEnabled))
+	now := metav1.NewTime(r.Clock())
 	return func(st *v1.MysqlClusterStatus) {
 		addKnownPrimary(st, id)
 		markPrimary(st, candidate, s, old, oldRole)
@@ -818,7 +820,7 @@ func (r *Runner) openPrimary(ctx context.Context, c *v1.MysqlCluster, in *topolo
 
 // joinReplica points in at the new primary, resuming from its own binlog when it has written
 // transactions of its own (a former primary), with the semi-sync replica side on.
-func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, s topology.Snapshot, host string, port int, creds credentials) error {
+func (r *Runner) joinReplica(ctx context.Context, c *v1.MysqlCluster, in *topology.Instance, s topology.Snapshot, host string, port int, creds Credentials) error {
 	if s.SemiSync.SourceEnabled {
 		if err := in.DisableSemiSyncSource(ctx); err != nil {
 			return err
@@ -838,9 +840,9 @@ func resumesFromBinlog(s topology.Snapshot) bool {
 	return s.Flavor.IsMariaDB() && !s.GTID.BinlogPos.IsEmpty() && !s.GTID.SlavePos.Contains(s.GTID.BinlogPos)
 }
 
-// divergence checks that the replica's history is an ancestor of the primary's and that the
+// Divergence checks that the replica's history is an ancestor of the primary's and that the
 // primary's binlogs still hold what the replica lacks; otherwise it describes the quarantine.
-func divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
+func Divergence(primary, replica topology.Snapshot) (v1.ErrantInstance, bool) {
 	if replica.Flavor.IsMariaDB() {
 		// Positions alone cannot tell a legitimate history from a divergent one when another
 		// server wrote later (see gtid.Relation). gtid_binlog_state can: it keeps the last

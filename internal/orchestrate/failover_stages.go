@@ -41,11 +41,11 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 	switch h := c.Status.HA; {
 	case opts.Automatic:
 		detection = append(detection, "started automatically by the supervisor "+r.Holder)
-	case h != nil && h.LastFailover != nil && now.Sub(h.LastFailover.Time) < failoverCooldown(c):
+	case h != nil && h.LastFailover != nil && now.Sub(h.LastFailover.Time) < FailoverCooldown(c):
 		detection = append(detection, fmt.Sprintf("started by a person %s after the last failover, inside failover.cooldown (%s), which binds only automatic failovers",
-			now.Sub(h.LastFailover.Time).Round(time.Second), failoverCooldown(c)))
+			now.Sub(h.LastFailover.Time).Round(time.Second), FailoverCooldown(c)))
 	}
-	r.event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
+	r.Event(ctx, c, j.Verdict == failover.Unreachable, "PrimaryConfirmedDown", fmt.Sprintf("%s: %s", j.Verdict, j.Reason))
 	return StageFencing, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.PrimaryVerdict, e.Detection = string(j.Verdict), detection
@@ -54,7 +54,7 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 			e.PrimaryCheckedAt, e.PrimaryStartedAt = timeOrNil(opts.PrimaryCheckedAt), timeOrNil(opts.PrimaryStartedAt)
 			e.PrimaryCheckedGTID = opts.PrimaryCheckedGTID
 		}
-		s.HA = haState(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection, OperationFailover)
+		s.HA = NextHAStatus(s.HA, v1.HAFailoverInProgress, metav1.NewTime(now), detection, OperationFailover)
 		s.Phase = v1.PhaseFailingOver
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "FailingOver", Message: "failover of " + x.old + " started: " + string(j.Verdict)})
 	}, nil
@@ -74,7 +74,7 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		}
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
-	members, missing := v.members(c, ss)
+	members, missing := v.Members(c, ss)
 	// A quarantined member had its replication stopped when it was quarantined (and replication
 	// does not start at boot): silent, it cannot acknowledge anything, so it does not keep the
 	// receiver fence from being proven. One that answers has its receiver stopped like any other.
@@ -118,10 +118,10 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	state := v1.FenceVerified
 	if len(blocked) > 0 {
 		notes := []string{"fence Blocked: " + strings.Join(blocked, "; "), "FORCED past a Blocked fence: " + ev.Forced}
-		r.event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
+		r.Event(ctx, c, true, "FenceBlocked", strings.Join(notes, "; "))
 		state, method = v1.FenceBlocked, method+"; "+strings.Join(notes, "; ")
 	} else {
-		r.event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
+		r.Event(ctx, c, false, "FenceVerified", old+" fenced: "+method)
 	}
 	return StageElecting, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
@@ -142,13 +142,13 @@ func (r *Runner) fenceAnswering(ctx context.Context, x *stageEnv, fencedAt metav
 	c, old, ss := x.c, x.old, x.ss
 	if after != "" {
 		// Looked at afresh: the stage's sessions were opened while it was silent.
-		if p := x.v.pods[old]; p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		if p := x.v.Pods[old]; p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
 			return "", nil, nil
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, refenceFenceTimeout)
 	defer cancel()
-	in, err := ss.connect(old)
+	in, err := ss.Connect(old)
 	var fenced, method string
 	if err == nil {
 		fenced, method, err = fenceOverSQL(cctx, in, ss, old)
@@ -164,7 +164,7 @@ func (r *Runner) fenceAnswering(ctx context.Context, x *stageEnv, fencedAt metav
 	if after != "" {
 		method += "; it answered after its death was confirmed (it restarted), while " + after
 	}
-	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+	r.Event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
 	return StageElecting, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
@@ -178,7 +178,7 @@ func (r *Runner) fenceAnswering(ctx context.Context, x *stageEnv, fencedAt metav
 
 func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, v, ss := x.c, x.op, x.ev, x.forced, x.v, x.ss
-	members, missing := v.members(c, ss)
+	members, missing := v.Members(c, ss)
 	d, err := failover.Elect(failover.ElectInput{
 		Members: members, Missing: slices.DeleteFunc(missing, func(n string) bool { return quarantined(c, n) }), Absent: absences(c),
 		History: knownHistory(c), MaxLag: maxCandidateLag(c), Requested: op.Target, Force: forced,
@@ -204,7 +204,7 @@ func (r *Runner) foElecting(ctx context.Context, x *stageEnv) (string, func(*v1.
 		}
 		reason += ": WaitingForRelayLog is skipped"
 	}
-	r.event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
+	r.Event(ctx, c, !d.Safe, "CandidateElected", fmt.Sprintf("%s elected: %s; rejected: %s", d.Candidate, reason, strings.Join(d.Rejected, "; ")))
 	return next, func(s *v1.MysqlClusterStatus) {
 		e := evidenceOf(s)
 		e.Candidate, e.CandidateGTIDSet, e.CandidateReason, e.Rejected = d.Candidate, d.CandidateSet, reason, d.Rejected
@@ -234,7 +234,7 @@ func relayLogApplied(d failover.Decision, members []failover.Member, fenced stri
 
 func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	ev, forced, ss, opts := x.ev, x.forced, x.ss, x.foOpts
-	in, err := ss.connect(ev.Candidate)
+	in, err := ss.Connect(ev.Candidate)
 	if err != nil {
 		return "", nil, err
 	}
@@ -251,7 +251,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 		// waiting would only keep the cluster without a primary). What it still lacks then was
 		// never acknowledged by a replica (semi-sync) and makes the old primary divergent: it
 		// will be quarantined (and `watch` re-seeds a crashed one: see reseedTail).
-		cs, err := ss.observe(ev.Candidate)
+		cs, err := ss.Observe(ev.Candidate)
 		if err != nil {
 			return "", nil, err
 		}
@@ -259,7 +259,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 			if err := in.WaitForGTID(ctx, ev.FencedGTIDSet, opts.CatchUpTimeout); err != nil && !errors.Is(err, topology.ErrWaitTimeout) {
 				return "", nil, err
 			}
-			if cs, err = ss.observe(ev.Candidate); err != nil {
+			if cs, err = ss.Observe(ev.Candidate); err != nil {
 				return "", nil, err
 			}
 		}
@@ -268,7 +268,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 		// survivors only: an absent member the election passed on its recorded bound may be
 		// the replica that acknowledged what the candidate lacks (it may have received more
 		// since its bound was read). Then only the fenced primary's whole set bounds it.
-		passed := absentPassed(ev.Rejected)
+		passed := AbsentPassed(ev.Rejected)
 		if missingN != 0 && (!ev.SemiSyncProven || len(passed) > 0) && !forced {
 			why := "semi-sync is not guaranteeing otherwise"
 			if len(passed) > 0 {
@@ -287,13 +287,13 @@ func (r *Runner) foRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 	// Nothing was promoted: the receivers the fence stopped run again and the old primary
 	// is back in the primary Service (still read-only if it was fenced over SQL: it was
 	// not taking writes). The primary is still down, so the cluster stays Degraded.
-	members, missing := v.members(c, ss)
+	members, missing := v.Members(c, ss)
 	var done []string
 	for _, m := range members {
 		if m.Snapshot.Replica == nil || m.Snapshot.Replica.IOThread != topology.ThreadStopped || m.Quarantined {
 			continue
 		}
-		in, err := ss.connect(m.Name)
+		in, err := ss.Connect(m.Name)
 		if err != nil {
 			return "", nil, err
 		}
@@ -310,12 +310,12 @@ func (r *Runner) foRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 	if len(missing) > 0 {
 		msg += "; unreachable, check their receivers when they return: " + strings.Join(missing, ", ")
 	}
-	r.event(ctx, c, true, "FailoverRolledBack", msg)
+	r.Event(ctx, c, true, "FailoverRolledBack", msg)
 	t := metav1.NewTime(now)
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, ev.RollbackResult, msg, 0)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, OperationFailover)
+		s.HA = NextHAStatus(s.HA, v1.HADegraded, t, []string{msg}, OperationFailover)
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "FailoverRolledBack", Message: msg})
 	}, nil
 }
@@ -329,9 +329,9 @@ func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 	// Only replicas that Repointing will join can acknowledge: an errant or unreachable one
 	// would leave a semi-sync source waiting forever.
 	names := []string{ev.Candidate}
-	for _, m := range v.ready {
-		if m.pod.Name != ev.Candidate && m.pod.Name != old && !quarantined(c, m.pod.Name) {
-			names = append(names, m.pod.Name)
+	for _, m := range v.Ready {
+		if m.Pod.Name != ev.Candidate && m.Pod.Name != old && !quarantined(c, m.Pod.Name) {
+			names = append(names, m.Pod.Name)
 		}
 	}
 	snaps, errs := ss.observeAll(names)
@@ -341,7 +341,7 @@ func (r *Runner) foPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 	others := 0
 	for k := 1; k < len(names); k++ {
 		if errs[k] == nil {
-			if _, ok := divergence(snaps[0], snaps[k]); ok {
+			if _, ok := Divergence(snaps[0], snaps[k]); ok {
 				others++
 			}
 		}
@@ -363,14 +363,14 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 	}
 	newIP := specs.PodHost(c, ev.Candidate)
 	var errant []v1.ErrantInstance
-	for _, m := range v.ready {
-		name := m.pod.Name
+	for _, m := range v.Ready {
+		name := m.Pod.Name
 		if name == ev.Candidate || quarantined(c, name) || name == old && !oldAnswers {
 			continue // a dead old primary is checked by reconcile when it returns
 		}
-		s, err := ss.observe(name)
+		s, err := ss.Observe(name)
 		if err != nil {
-			if name == old || x.overdue || recordedAbsent(c, name) {
+			if name == old || x.overdue || RecordedAbsent(c, name) {
 				continue // Verifying names it; reconcile repairs it when it answers
 			}
 			return "", nil, err
@@ -386,7 +386,7 @@ func (r *Runner) foRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 			errant = append(errant, v1.ErrantInstance{Name: name, Reason: e.Reason, ErrantGTIDs: e.ErrantGTIDs, Count: e.Count})
 			continue
 		}
-		in, err := ss.connect(name)
+		in, err := ss.Connect(name)
 		if err == nil {
 			err = r.joinReplica(ctx, c, in, s, newIP, ss.port(ev.Candidate), creds)
 		}
@@ -410,14 +410,14 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if !ok {
 		return next, change, err
 	}
-	if back, change := recheckPrimary(ev.Candidate, v.pods[ev.Candidate], ns); back != "" {
+	if back, change := recheckPrimary(ev.Candidate, v.Pods[ev.Candidate], ns); back != "" {
 		return back, change, nil
 	}
 	newIP := specs.PodHost(c, ev.Candidate)
 	var pending, down []string
 	snaps := map[string]topology.Snapshot{ev.Candidate: ns}
-	for _, m := range v.ready {
-		name := m.pod.Name
+	for _, m := range v.Ready {
+		name := m.Pod.Name
 		if name == ev.Candidate || quarantined(c, name) {
 			continue
 		}
@@ -425,9 +425,9 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 			down = append(down, name)
 			continue
 		}
-		s, err := ss.observe(name)
+		s, err := ss.Observe(name)
 		if err != nil {
-			if name == old || x.overdue || recordedAbsent(c, name) {
+			if name == old || x.overdue || RecordedAbsent(c, name) {
 				down = append(down, name)
 				continue
 			}
@@ -450,7 +450,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if len(pending) > 0 {
 		return "", nil, notYet("%s", strings.Join(pending, "; "))
 	}
-	if _, ok := v.pods[old]; !ok || !slices.ContainsFunc(v.ready, func(i instance) bool { return i.pod.Name == old }) {
+	if _, ok := v.Pods[old]; !ok || !slices.ContainsFunc(v.Ready, func(i Instance) bool { return i.Pod.Name == old }) {
 		down = append(down, old)
 	}
 	down = append(down, v.missing...)
@@ -477,10 +477,10 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if len(down) > 0 {
 		msg += "; not serving: " + strings.Join(unique(down), ", ") + " (run reconcile when they return; a returning old primary rejoins only if its GTID set is contained in the new primary's)"
 	}
-	if passed := absentPassed(ev.Rejected); len(passed) > 0 {
+	if passed := AbsentPassed(ev.Rejected); len(passed) > 0 {
 		msg += "; absent, passed because " + ev.Candidate + " held the bound recorded on what each received: " + strings.Join(passed, ", ")
 	}
-	members := slices.DeleteFunc(slices.Clone(v.ready), func(i instance) bool { _, ok := snaps[i.pod.Name]; return !ok })
+	members := slices.DeleteFunc(slices.Clone(v.Ready), func(i Instance) bool { _, ok := snaps[i.Pod.Name]; return !ok })
 	instances := r.instanceStatuses(c, members, snaps, ev.Candidate)
 	semi, err := r.settleSemiSync(ctx, x, ev.Candidate, ns, len(snaps)-1)
 	if err != nil {
@@ -489,13 +489,13 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	// Labels follow the observed role: every replica proven to replicate from the new
 	// primary (a re-pointed old primary included) is in the replica Service.
 	for name, rs := range snaps {
-		if p := v.pods[name]; name != ev.Candidate && p != nil && replicatesFrom(rs, newIP) && p.Labels[specs.LabelRole] != string(v1.RoleReplica) {
+		if p := v.Pods[name]; name != ev.Candidate && p != nil && replicatesFrom(rs, newIP) && p.Labels[specs.LabelRole] != string(v1.RoleReplica) {
 			if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 				return "", nil, err
 			}
 		}
 	}
-	r.event(ctx, c, lost != 0, "FailoverSucceeded", msg)
+	r.Event(ctx, c, lost != 0, "FailoverSucceeded", msg)
 	t := metav1.NewTime(now)
 	seenAt, until := unacknowledgedWindow(c, old, ev, forced, lost)
 	return "", func(s *v1.MysqlClusterStatus) {
@@ -506,7 +506,7 @@ func (r *Runner) foVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 			s.History[0].FormerPrimaryCheckedAt, s.History[0].FormerPrimaryStartedAt = ev.PrimaryCheckedAt, ev.PrimaryStartedAt
 			s.History[0].FormerPrimaryCheckedGTID = ev.PrimaryCheckedGTID
 		}
-		s.HA = haState(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
+		s.HA = NextHAStatus(s.HA, v1.HAHealthy, t, []string{msg}, OperationFailover)
 		s.HA.LastFailover = &t
 		ready := int32(len(snaps))
 		s.ReadyInstances, s.Ready = ready, fmt.Sprintf("%d/%d", ready, c.Spec.Replicas)
@@ -576,7 +576,7 @@ func receiverFenceBlockers(c *v1.MysqlCluster, old string, members []failover.Me
 
 // stopReceivers stops every replica's IO thread, quarantined replicas' included (any of them
 // could acknowledge), and proves each stopped.
-func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []failover.Member, creds credentials) ([]string, error) {
+func (r *Runner) stopReceivers(ctx context.Context, ss *Sessions, members []failover.Member, creds Credentials) ([]string, error) {
 	// In parallel: a receiver stuck connecting to a silent primary takes up to the replicas'
 	// net timeout to stop, and each would add its wait to the outage.
 	var stopped []string
@@ -585,7 +585,7 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 		if m.Snapshot.Replica == nil {
 			continue
 		}
-		in, err := ss.connect(m.Name)
+		in, err := ss.Connect(m.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -602,7 +602,7 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 		return nil, err
 	}
 	for i, name := range stopped {
-		s := ins[i].Observe(ctx, topology.ObserveOptions{Now: r.now, Secrets: []string{string(creds.root)}})
+		s := ins[i].Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
 		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
 			return nil, notYet("IO thread of %s not proven stopped yet", name)
 		}
@@ -610,9 +610,9 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *sessions, members []fail
 	return stopped, nil
 }
 
-// absentPassed lists the absent members the election passed, each with its recorded bound, from
+// AbsentPassed lists the absent members the election passed, each with its recorded bound, from
 // the election's rejections (see failover.Elect), for the failover's record.
-func absentPassed(rejected []string) []string {
+func AbsentPassed(rejected []string) []string {
 	var out []string
 	for _, r := range rejected {
 		name, rest, ok := strings.Cut(r, ": ")

@@ -53,7 +53,7 @@ func TestDivergence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, ok := divergence(primary, tt.replica)
+			e, ok := Divergence(primary, tt.replica)
 			if ok != tt.ok {
 				t.Fatalf("ok %v, want %v (%+v)", ok, tt.ok, e)
 			}
@@ -67,16 +67,16 @@ func TestDivergence(t *testing.T) {
 	mysqlPrimary.GTID.Purged = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-50")
 	behind := topology.Snapshot{Flavor: mysqlPrimary.Flavor}
 	behind.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-40")
-	if e, ok := divergence(mysqlPrimary, behind); ok || !strings.Contains(e.Reason, "purged") {
+	if e, ok := Divergence(mysqlPrimary, behind); ok || !strings.Contains(e.Reason, "purged") {
 		t.Errorf("a replica needing purged binlogs: ok %v %+v", ok, e)
 	}
 	behind.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-60")
-	if _, ok := divergence(mysqlPrimary, behind); !ok {
+	if _, ok := Divergence(mysqlPrimary, behind); !ok {
 		t.Error("a replica the binlogs still cover was refused")
 	}
 	errant := topology.Snapshot{Flavor: mysqlPrimary.Flavor}
 	errant.GTID.Executed = gtid.MustParseMySQLSet("00000000-0000-0000-0000-000000000001:1-60,00000000-0000-0000-0000-000000000002:1-3")
-	if e, ok := divergence(mysqlPrimary, errant); ok || e.Count != 3 {
+	if e, ok := Divergence(mysqlPrimary, errant); ok || e.Count != 3 {
 		t.Errorf("errant MySQL replica: ok %v %+v", ok, e)
 	}
 }
@@ -130,7 +130,7 @@ func TestFencesByReceiversFromServerState(t *testing.T) {
 	for _, tt := range tests {
 		s := good
 		tt.edit(&s)
-		if got := fencesByReceivers(topology.Snapshot{SemiSync: s}); got != tt.want {
+		if got := FencesByReceivers(topology.Snapshot{SemiSync: s}); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -191,11 +191,11 @@ func TestFlavorMismatchRefused(t *testing.T) {
 // the order of the ready pods, and one that cannot be reached is listed missing.
 func TestMembersObservedAtOnce(t *testing.T) {
 	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default"}}
-	var v failoverView
+	var v FailoverView
 	v.old = "m-0"
 	for ord := range int32(5) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", ord)}}
-		v.ready = append(v.ready, instance{ordinal: ord, pod: p})
+		v.Ready = append(v.Ready, Instance{ordinal: ord, Pod: p})
 	}
 	v.missing = []string{"m-9"}
 	const others = 4 // every ready pod but the old primary
@@ -218,9 +218,9 @@ func TestMembersObservedAtOnce(t *testing.T) {
 		}
 		return nil, fmt.Errorf("%s unreachable", pod.Name)
 	}}
-	ss := r.openSessions(context.Background(), v.ready, credentials{})
-	defer ss.close()
-	members, missing := v.members(c, ss)
+	ss := r.OpenSessions(context.Background(), v.Ready, Credentials{})
+	defer ss.Close()
+	members, missing := v.Members(c, ss)
 	if len(members) != 0 {
 		t.Errorf("members %v: every connection failed", members)
 	}

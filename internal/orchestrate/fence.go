@@ -45,13 +45,13 @@ const refenceSilentFor = 3 * time.Second
 // refenceFenceTimeout bounds the fence statements on an old primary found writable.
 const refenceFenceTimeout = 10 * time.Second
 
-// refence makes sure an old primary that answers is read-only. It uses a fresh connection with
+// Refence makes sure an old primary that answers is read-only. It uses a fresh connection with
 // its own short timeout and reads nothing but the read_only flags before fencing: a primary
 // whose commits hang waiting for semi-sync acknowledgements blocks a full observation (SHOW
 // BINARY LOGS waits behind them), but neither the flags nor the fence (sessions are killed
 // first) do. It reports whether it had to fence; an old primary that does not answer is left
 // to the fence already in place.
-func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds credentials, trustSilent bool) (bool, error) {
+func (r *Runner) Refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Pod, creds Credentials, trustSilent bool) (bool, error) {
 	if pod == nil || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
 		return false, nil
 	}
@@ -59,12 +59,12 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	// refenceSilentFor after it was last found silent (the caller's recorded fence holds
 	// meanwhile: it cannot commit).
 	id := string(pod.UID) + "/" + pod.Status.PodIP
-	if at, ok := r.silent[id]; trustSilent && ok && r.now().Sub(at) < refenceSilentFor {
+	if at, ok := r.silent[id]; trustSilent && ok && r.Clock().Sub(at) < refenceSilentFor {
 		return false, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, refenceTimeout)
 	defer cancel()
-	in, err := r.connect(cctx, pod, topology.Credentials{User: "root", Password: creds.root})
+	in, err := r.ConnectGuarded(cctx, pod, topology.Credentials{User: "root", Password: creds.Root})
 	if err != nil {
 		return false, nil //nolint:nilerr // it does not answer: the recorded fence holds
 	}
@@ -77,12 +77,12 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	case errors.Is(err, topology.ErrSuperseded):
 		return false, err
 	case k == topology.ErrorTimeout || k == topology.ErrorRefused:
-		r.markSilent(pod, r.now())
+		r.markSilent(pod, r.Clock())
 		return false, nil
 	}
 	writable, err := in.Writable(cctx)
 	if k := topology.KindOf(err); k == topology.ErrorTimeout || k == topology.ErrorRefused {
-		r.markSilent(pod, r.now())
+		r.markSilent(pod, r.Clock())
 	}
 	if err != nil || !writable {
 		return false, nil //nolint:nilerr // it does not answer, or it is read-only already
@@ -102,7 +102,7 @@ func (r *Runner) refence(ctx context.Context, c *v1.MysqlCluster, pod *corev1.Po
 	if !fs.Verified {
 		return true, notYet("the old primary %s answers and is writable again; its fence is not verified yet", pod.Name)
 	}
-	r.event(ctx, c, true, "OldPrimaryRefenced", fmt.Sprintf("%s answered writable again and was fenced over SQL (%d session(s) killed)", pod.Name, killed))
+	r.Event(ctx, c, true, "OldPrimaryRefenced", fmt.Sprintf("%s answered writable again and was fenced over SQL (%d session(s) killed)", pod.Name, killed))
 	return true, nil
 }
 
@@ -119,7 +119,7 @@ func (r *Runner) swGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 	if !slices.Contains(swAfterFence, x.op.Stage) {
 		return "", nil, nil
 	}
-	_, err := r.refence(ctx, x.c, x.byName[x.old].pod, x.creds, false)
+	_, err := r.Refence(ctx, x.c, x.byName[x.old].Pod, x.creds, false)
 	return "", nil, err
 }
 
@@ -132,7 +132,7 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 	// A silent old primary need not be looked at again within seconds while its recorded
 	// fence is verified (it cannot commit); a forced run past a Blocked fence looks every time.
 	trust := x.ev.FenceState == v1.FenceVerified && !x.forced
-	if _, err := r.refence(ctx, x.c, x.v.pods[x.old], x.creds, trust); err != nil {
+	if _, err := r.Refence(ctx, x.c, x.v.Pods[x.old], x.creds, trust); err != nil {
 		return "", nil, err
 	}
 	d := x.ev.FenceDeadline
@@ -146,7 +146,7 @@ func (r *Runner) foGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		// Past the deadline the old primary may commit without acknowledgements, so a
 		// candidate found writable (a promotion that ran but was not recorded) is fenced
 		// again before the rollback: it has served only in the replica Service.
-		in, err := x.ss.connect(x.ev.Candidate)
+		in, err := x.ss.Connect(x.ev.Candidate)
 		if err != nil {
 			return "", nil, err
 		}
@@ -224,16 +224,16 @@ func recheckPrimary(name string, pod *corev1.Pod, s topology.Snapshot) (string, 
 // divergence). Under writes, a replica observed after the primary can hold transactions the
 // primary committed after it was observed; before calling such a replica errant, the primary is
 // observed again, after the replica, and judged against that.
-func (ss *sessions) ancestor(primary string, ps, rs topology.Snapshot) (v1.ErrantInstance, bool, error) {
-	e, ok := divergence(ps, rs)
+func (ss *Sessions) ancestor(primary string, ps, rs topology.Snapshot) (v1.ErrantInstance, bool, error) {
+	e, ok := Divergence(ps, rs)
 	if ok {
 		return e, true, nil
 	}
-	fresh, err := ss.observe(primary)
+	fresh, err := ss.Observe(primary)
 	if err != nil {
 		return e, false, err
 	}
-	e, ok = divergence(fresh, rs)
+	e, ok = Divergence(fresh, rs)
 	return e, ok, nil
 }
 
@@ -244,13 +244,13 @@ func (ss *sessions) ancestor(primary string, ps, rs topology.Snapshot) (v1.Erran
 // refused is the first configuration refusal among the replicas that did not answer (see
 // topology.ConfigError): such a replica is pending like any other, and the caller decides
 // whether waiting for it can help.
-func (ss *sessions) pendingReplicas(c *v1.MysqlCluster, members []instance, primary, ip string, ps topology.Snapshot) (pending []string, refused *topology.ConfigError, err error) {
+func (ss *Sessions) pendingReplicas(c *v1.MysqlCluster, members []Instance, primary, ip string, ps topology.Snapshot) (pending []string, refused *topology.ConfigError, err error) {
 	for _, m := range members {
-		name := m.pod.Name
+		name := m.Pod.Name
 		if name == primary || quarantined(c, name) {
 			continue
 		}
-		s, err := ss.observe(name)
+		s, err := ss.Observe(name)
 		if err != nil {
 			pending = append(pending, name+": "+err.Error())
 			if refused == nil {
@@ -291,12 +291,12 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 	}
 	// Gone only as the failover's own list of every pod says (a switchover lists ready
 	// members only: a candidate that is merely not Ready is not gone).
-	pod, listed := x.v.pods[x.ev.Candidate]
-	gone := x.v.pods != nil && (!listed || pod == nil || pod.DeletionTimestamp != nil)
+	pod, listed := x.v.Pods[x.ev.Candidate]
+	gone := x.v.Pods != nil && (!listed || pod == nil || pod.DeletionTimestamp != nil)
 	// Silent from the start of the first look that failed (this run's start) to the end of
 	// this one, with no answer between: a look that timed out was silent all along. A
 	// configuration refusal is no silence: it waits for the stage's bound.
-	silent := r.now().Sub(first)
+	silent := r.Clock().Sub(first)
 	silence := topology.AsConfigError(err) == nil
 	if !x.overdue && !gone && (!silence || silent < newPrimaryBudget(x.c)) {
 		return "", nil, notYet("the new primary %s does not answer (for %s): %v", x.ev.Candidate, silent.Round(time.Millisecond), err)
@@ -309,15 +309,15 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 	case x.overdue:
 		why = fmt.Sprintf("silent for %s, past the stage's bound", silent.Round(time.Millisecond))
 	}
-	msg := fmt.Sprintf("the new primary %s "+newPrimaryLostMark+" (%v; %s): the supervisor judges it as any primary and fails over again if it is dead; without one, run 'failover %s'", x.ev.Candidate, err, why, x.c.Name)
-	r.event(ctx, x.c, true, reasonNewPrimaryLost, msg)
+	msg := fmt.Sprintf("the new primary %s "+NewPrimaryLostMark+" (%v; %s): the supervisor judges it as any primary and fails over again if it is dead; without one, run 'failover %s'", x.ev.Candidate, err, why, x.c.Name)
+	r.Event(ctx, x.c, true, ReasonNewPrimaryLost, msg)
 	now := x.now
 	t := metav1.NewTime(now)
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Failed", msg, -1)
 		s.Phase = v1.PhaseDegraded
-		s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, x.op.Type)
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonNewPrimaryLost, Message: msg})
+		s.HA = NextHAStatus(s.HA, v1.HADegraded, t, []string{msg}, x.op.Type)
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonNewPrimaryLost, Message: msg})
 	}, nil
 }
 
@@ -325,7 +325,7 @@ func (r *Runner) newPrimaryLost(ctx context.Context, x *stageEnv, err error) (st
 // stage's result is newPrimaryLost's: ok is false, and the stage returns next, change and err
 // as they are.
 func (r *Runner) observeNewPrimary(ctx context.Context, x *stageEnv) (ns topology.Snapshot, ok bool, next string, change func(*v1.MysqlClusterStatus), err error) {
-	ns, err = x.ss.observe(x.ev.Candidate)
+	ns, err = x.ss.Observe(x.ev.Candidate)
 	if err != nil {
 		next, change, err = r.newPrimaryLost(ctx, x, err)
 		return ns, false, next, change, err
@@ -334,19 +334,19 @@ func (r *Runner) observeNewPrimary(ctx context.Context, x *stageEnv) (ns topolog
 	return ns, true, "", nil, nil
 }
 
-// reasonNewPrimaryLost is the Degraded reason (and Event) of an operation whose new primary
+// ReasonNewPrimaryLost is the Degraded reason (and Event) of an operation whose new primary
 // died before it was verified.
-const reasonNewPrimaryLost = "NewPrimaryLost"
+const ReasonNewPrimaryLost = "NewPrimaryLost"
 
-// newPrimaryLostMark is in the message (and so the history) of every such operation.
-const newPrimaryLostMark = "stopped answering after its promotion"
+// NewPrimaryLostMark is in the message (and so the history) of every such operation.
+const NewPrimaryLostMark = "stopped answering after its promotion"
 
 // newPrimaryBudget is how long a promoted primary may stay silent before its operation ends:
 // the supervisor's own budget to declare a primary dead (failureThreshold checks,
 // detectionInterval apart), so that ending the operation never waits longer than detecting
 // the death would.
 func newPrimaryBudget(c *v1.MysqlCluster) time.Duration {
-	return time.Duration(max(c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(c)
+	return time.Duration(max(c.Spec.Failover.FailureThreshold, 1)) * DetectionInterval(c)
 }
 
 // bsGuard keeps every instance but the primary read-only while a converge runs: a former
@@ -357,10 +357,10 @@ func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 		return "", nil, nil
 	}
 	for _, m := range x.members {
-		if m.pod.Name == x.primaryName {
+		if m.Pod.Name == x.primaryName {
 			continue
 		}
-		if _, err := r.refence(ctx, x.c, m.pod, x.creds, false); err != nil {
+		if _, err := r.Refence(ctx, x.c, m.Pod, x.creds, false); err != nil {
 			return "", nil, err
 		}
 	}
@@ -369,11 +369,11 @@ func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 
 // absentMembers lists the cluster's ordinals, other than quarantined ones, that have no ready
 // member: an operation that went on without them names them.
-func absentMembers(c *v1.MysqlCluster, members []instance) []string {
+func absentMembers(c *v1.MysqlCluster, members []Instance) []string {
 	var out []string
-	for ord := int32(0); ord < memberCount(c); ord++ {
+	for ord := int32(0); ord < MemberCount(c); ord++ {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
-		if quarantined(c, name) || slices.ContainsFunc(members, func(m instance) bool { return m.pod.Name == name }) {
+		if quarantined(c, name) || slices.ContainsFunc(members, func(m Instance) bool { return m.Pod.Name == name }) {
 			continue
 		}
 		out = append(out, name)

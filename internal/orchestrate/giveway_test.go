@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestConvergeGivesWayToFailover: a converge holding the cluster's Lease while it waits (here
@@ -25,7 +26,7 @@ import (
 func TestConvergeGivesWayToFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube := wrappedClient(t, func(*http.Request) {})
+	kube := clustertest.WrappedClient(t, env, func(*http.Request) {})
 	on, off := true, false
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "give-way", Namespace: "default"},

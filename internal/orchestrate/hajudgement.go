@@ -45,7 +45,7 @@ type HAJudgement struct {
 // HAStaleAfter is the age past which a judgement of c's primary is stale: HAFresh, or three
 // detection intervals when those are longer (a watch that checks once a minute).
 func HAStaleAfter(c *v1.MysqlCluster) time.Duration {
-	return max(HAFresh, 3*detectionInterval(c))
+	return max(HAFresh, 3*DetectionInterval(c))
 }
 
 // JudgeHA decides how current the HA state recorded on c is at now, given its supervisor

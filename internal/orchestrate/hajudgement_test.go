@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
 )
@@ -98,7 +99,7 @@ func TestObservedChange(t *testing.T) {
 			Phase: v1.PhaseDegraded, CurrentPrimary: "db-0",
 			HA: &v1.HAStatus{State: v1.HADegraded, Since: &old, JudgedAt: &old, JudgedBy: JudgeWatch, Evidence: []string{"withheld"},
 				FailedChecks: 7, SuspectedPodUID: "uid-0", LastFailedCheck: &old, WaitingForLease: &old, LastFailover: &failedOver},
-			Conditions: []metav1.Condition{{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: "withheld"}},
+			Conditions: []metav1.Condition{{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonFailoverWithheld, Message: "withheld"}},
 		}}
 		return c
 	}
@@ -170,7 +171,7 @@ func TestConvergeRefreshesAStaleJudgement(t *testing.T) {
 	srv := mariadbtest.Start(t, mariadbtest.Options{Name: "judged-0"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube, writes := countingClient(t)
+	kube, writes := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "judged", Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 1},

@@ -58,9 +58,9 @@ type LeaseOptions struct {
 	// Supervisor takes the supervisor's Lease (SupervisorLeaseName) instead of the
 	// operation Lease; it fences no operation, so no epoch is carried over from status.
 	Supervisor bool
-	// seen continues an observation of the record made by a leaseObserver, so that a wait
+	// Seen continues an observation of the record made by a leaseObserver, so that a wait
 	// for a dead holder's lease counts from when the record was first seen unchanged.
-	seen *observed
+	Seen *Observed
 }
 
 // Lease is a held cluster lock and the fencing token that goes with it.
@@ -88,15 +88,22 @@ type Lease struct {
 	lost   chan struct{}
 
 	mu        sync.Mutex
-	lastRenew time.Time // local time (with its monotonic reading) a successful renewal was sent
+	LastRenew time.Time // local time (with its monotonic reading) a successful renewal was sent
 	// written is the record as this actor last wrote it: a renewal conditional on its
 	// resourceVersion proves, without a read, that nobody wrote the record since.
 	written *coordinationv1.Lease
 	lostErr error
 }
 
-// observed is a record as this process saw it, and when (local clock).
-type observed struct {
+// HeldLease is a Lease as an actor holds it when it last renewed at lastRenew and has no renewer
+// running: for tests of an actor that must check its Lease before it writes (one paused past its
+// Lease, one renewed just now).
+func HeldLease(epoch int32, lastRenew time.Time) *Lease {
+	return &Lease{Epoch: epoch, LastRenew: lastRenew, lost: make(chan struct{})}
+}
+
+// Observed is a record as this process saw it, and when (local clock).
+type Observed struct {
 	holder, rv string
 	at         time.Time
 }
@@ -121,7 +128,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 		// A Lease deleted and re-created starts counting again; the epoch must still grow.
 		minEpoch = op.Epoch + 1
 	}
-	seen := opts.seen
+	seen := opts.Seen
 	for {
 		sent := time.Now()
 		lease := &coordinationv1.Lease{}
@@ -131,10 +138,10 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 			// An operation is recorded but its Lease is gone (deleted by hand?): its holder may
 			// still be acting until it notices. Watch the absence for a full lease duration, as
 			// for an expiring lease, before creating a new one.
-			seen = &observed{at: time.Now()}
+			seen = &Observed{at: time.Now()}
 			continue
 		case apierrors.IsNotFound(err) && op != nil && seen != nil && seen.holder == "" && seen.rv == "" && time.Since(seen.at) < LeaseDuration:
-			if err := sleepCtx(ctx, min(LeaseDuration-time.Since(seen.at), time.Second)); err != nil {
+			if err := SleepCtx(ctx, min(LeaseDuration-time.Since(seen.at), time.Second)); err != nil {
 				return nil, nil, fmt.Errorf("%w: the Lease of cluster %s is missing while operation %s is recorded (%w)", outcome.ErrHeld, c.Name, op.ID, err)
 			}
 			continue
@@ -154,14 +161,14 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 			}
 			if cur != "" && cur != holder {
 				if seen == nil {
-					seen = &observed{holder: cur, rv: lease.ResourceVersion, at: time.Now()}
+					seen = &Observed{holder: cur, rv: lease.ResourceVersion, at: time.Now()}
 					if !opts.Wait && recentlyRenewed(lease, opts.Now()) {
 						return nil, nil, fmt.Errorf("%w: %s holds cluster %s (it renewed its lease %s ago by its clock); if that process is gone, its lease expires within %s",
 							outcome.ErrHeld, cur, c.Name, opts.Now().Sub(lease.Spec.RenewTime.Time).Round(time.Second), LeaseDuration)
 					}
 				}
 				if wait := LeaseDuration - time.Since(seen.at); wait > 0 {
-					if err := sleepCtx(ctx, min(wait, time.Second)); err != nil {
+					if err := SleepCtx(ctx, min(wait, time.Second)); err != nil {
 						return nil, nil, fmt.Errorf("%w: %s holds cluster %s (%w)", outcome.ErrHeld, cur, c.Name, err)
 					}
 					continue
@@ -175,7 +182,7 @@ func AcquireLease(ctx context.Context, kube client.Client, c *v1.MysqlCluster, h
 		if err != nil {
 			return nil, nil, err
 		}
-		l.lastRenew = sent
+		l.LastRenew = sent
 		break
 	}
 	lctx, cancel := context.WithCancel(ctx)
@@ -298,7 +305,7 @@ func (l *Lease) writeRenewal(ctx context.Context, lease *coordinationv1.Lease, s
 		return err
 	}
 	l.mu.Lock()
-	l.lastRenew = sent
+	l.LastRenew = sent
 	l.mu.Unlock()
 	l.remember(lease)
 	return nil
@@ -365,7 +372,7 @@ func (l *Lease) Check() error {
 	if l.lostErr != nil {
 		return l.lostErr
 	}
-	if age := since(l.lastRenew); age >= LeaseDuration-LeaseMargin {
+	if age := since(l.LastRenew); age >= LeaseDuration-LeaseMargin {
 		return fmt.Errorf("%w: its last renewal of %s succeeded %s ago (valid for %s)", ErrLeaseLost, l.key, age.Round(time.Millisecond), LeaseDuration-LeaseMargin)
 	}
 	return nil
@@ -403,7 +410,7 @@ func (l *Lease) Supersede(err error) {
 func (l *Lease) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return time.Now().Add(LeaseDuration - LeaseMargin - since(l.lastRenew))
+	return time.Now().Add(LeaseDuration - LeaseMargin - since(l.LastRenew))
 }
 
 // since returns the larger of the monotonic and the wall-clock time elapsed since t.
@@ -441,25 +448,25 @@ func (l *Lease) Release(ctx context.Context) {
 	}
 }
 
-// leaseObserver watches a Lease record while something else is awaited: what AcquireLease
+// LeaseObserver watches a Lease record while something else is awaited: what AcquireLease
 // would have observed during that time, handed to it through LeaseOptions.
-type leaseObserver struct {
+type LeaseObserver struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	seen   *observed
+	seen   *Observed
 }
 
-// observeLease polls the record every second until stop.
-func observeLease(ctx context.Context, kube client.Client, key client.ObjectKey) *leaseObserver {
-	return observeLeaseEvery(ctx, kube, key, time.Second)
+// ObserveLease polls the record every second until stop.
+func ObserveLease(ctx context.Context, kube client.Client, key client.ObjectKey) *LeaseObserver {
+	return ObserveLeaseEvery(ctx, kube, key, time.Second)
 }
 
-// observeLeaseEvery is observeLease reading the record every period. A longer period only
+// ObserveLeaseEvery is observeLease reading the record every period. A longer period only
 // makes the observation conservative: a record seen unchanged is dated from the read that first
 // saw it, up to a period after it last changed.
-func observeLeaseEvery(ctx context.Context, kube client.Client, key client.ObjectKey, period time.Duration) *leaseObserver {
+func ObserveLeaseEvery(ctx context.Context, kube client.Client, key client.ObjectKey, period time.Duration) *LeaseObserver {
 	ctx, cancel := context.WithCancel(ctx)
-	o := &leaseObserver{cancel: cancel, done: make(chan struct{})}
+	o := &LeaseObserver{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
 		for ctx.Err() == nil {
@@ -470,31 +477,31 @@ func observeLeaseEvery(ctx context.Context, kube client.Client, key client.Objec
 			// Stamped when the answer arrived: the record may show a renewal sent while the
 			// read was on its way, so the wait for expiry counts from the later time.
 			now := time.Now()
-			var cur *observed
+			var cur *Observed
 			switch {
 			case apierrors.IsNotFound(err):
-				cur = &observed{at: now}
+				cur = &Observed{at: now}
 			case err == nil:
-				cur = &observed{holder: holderOf(lease), rv: lease.ResourceVersion, at: now}
+				cur = &Observed{holder: holderOf(lease), rv: lease.ResourceVersion, at: now}
 			}
 			if cur != nil && (o.seen == nil || o.seen.holder != cur.holder || o.seen.rv != cur.rv) {
 				o.seen = cur
 			}
-			_ = sleepCtx(ctx, period)
+			_ = SleepCtx(ctx, period)
 		}
 	}()
 	return o
 }
 
-// stop ends the observation and returns it (nil when nothing was seen).
-func (o *leaseObserver) stop() *observed {
+// Stop ends the observation and returns it (nil when nothing was seen).
+func (o *LeaseObserver) Stop() *Observed {
 	o.cancel()
 	<-o.done
 	return o.seen
 }
 
-// sleepCtx pauses for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepCtx pauses for d or until ctx ends.
+func SleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

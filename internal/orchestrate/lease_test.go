@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestLeaseOneActor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	c, _ := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "lease", Namespace: "default"}}
 	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
@@ -65,7 +66,7 @@ func TestLeaseOneActor(t *testing.T) {
 func TestLeaseClockAheadCannotTakeLiveLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	c, _ := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "skew", Namespace: "default"}}
 	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
@@ -98,7 +99,7 @@ func TestLeaseClockAheadCannotTakeLiveLease(t *testing.T) {
 func TestLeaseDeadHolderTakenOverAfterLocalExpiry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	c, _ := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "dead", Namespace: "default"}}
 	future := func() time.Time { return time.Now().Add(time.Hour) }
 	_, a, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{Now: future})
@@ -128,7 +129,7 @@ func TestLeaseHungRenewalLosesValidity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var hang atomic.Bool
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if hang.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/leases/") {
 			<-r.Context().Done() // a renewal that never gets an answer
 		}
@@ -161,7 +162,7 @@ func TestLeaseHungRenewalLosesValidity(t *testing.T) {
 func TestLeaseEpochGrowsAfterLeaseRecreated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	c, _ := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "recreated", Namespace: "default"}}
 	cluster.Status.Operation = &v1.OperationStatus{ID: "switchover-1", Epoch: 7, Holder: "gone"}
 	_, l, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
@@ -182,7 +183,7 @@ func TestLeaseRenewalWithoutReadSeesTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var leaseGets atomic.Int64
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/leases/") {
 			leaseGets.Add(1)
 		}
@@ -245,7 +246,7 @@ func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var gets atomic.Int64
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/lease-handed-mysqlctl") {
 			gets.Add(1)
 		}
@@ -307,7 +308,7 @@ func TestLeaseReleasedHandedToWaiter(t *testing.T) {
 func TestLeaseFencesServersAndEndsWhenSuperseded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _ := countingClient(t)
+	c, _ := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "superseded", Namespace: "default"}}
 	_, l, err := AcquireLease(ctx, c, cluster, "actor-a", LeaseOptions{})
 	if err != nil {
@@ -317,12 +318,12 @@ func TestLeaseFencesServersAndEndsWhenSuperseded(t *testing.T) {
 	open := func(context.Context, *corev1.Pod, topology.Credentials) (*topology.Instance, error) {
 		return topology.NewInstance("superseded-0", nil), nil
 	}
-	plain, err := (&Runner{Connect: open}).connect(ctx, &corev1.Pod{}, topology.Credentials{})
+	plain, err := (&Runner{Connect: open}).ConnectGuarded(ctx, &corev1.Pod{}, topology.Credentials{})
 	if err != nil || plain.Epoch != nil {
 		t.Fatalf("without a Lease: %v, epoch set %v", err, plain.Epoch != nil)
 	}
 	r := &Runner{Connect: open, Lease: l, Epoch: l.Epoch}
-	in, err := r.connect(ctx, &corev1.Pod{}, topology.Credentials{})
+	in, err := r.ConnectGuarded(ctx, &corev1.Pod{}, topology.Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}

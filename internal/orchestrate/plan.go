@@ -57,17 +57,17 @@ func (r *Runner) PlanSwitchover(ctx context.Context, key client.ObjectKey, opts 
 		p.Refusal = err.Error()
 		return p, nil
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return p, err
 	}
-	byName := map[string]instance{}
+	byName := map[string]Instance{}
 	for _, m := range members {
-		byName[m.pod.Name] = m
+		byName[m.Pod.Name] = m
 	}
-	ss := r.openSessions(ctx, members, creds)
-	defer ss.close()
-	e, refusal, err := switchoverCandidate(c, members, byName, ss.observe, c.Status.CurrentPrimary, opts)
+	ss := r.OpenSessions(ctx, members, creds)
+	defer ss.Close()
+	e, refusal, err := switchoverCandidate(c, members, byName, ss.Observe, c.Status.CurrentPrimary, opts)
 	if err != nil {
 		p.Refusal = err.Error()
 		return p, nil
@@ -98,16 +98,16 @@ func (r *Runner) PlanFailover(ctx context.Context, key client.ObjectKey, opts Fa
 		p.Refusal = "the cluster has no recorded primary"
 		return p, nil
 	}
-	v, err := r.failoverView(ctx, c, old)
+	v, err := r.FailoverView(ctx, c, old)
 	if err != nil {
 		return p, err
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return p, err
 	}
-	ss := r.openSessions(ctx, v.ready, creds)
-	defer ss.close()
+	ss := r.OpenSessions(ctx, v.Ready, creds)
+	defer ss.Close()
 	j, refused := r.confirm(ctx, c, v, ss, creds, opts)
 	if refused != nil && !opts.Force {
 		return p, refused // no plan can be judged through a refused path
@@ -122,7 +122,7 @@ func (r *Runner) PlanFailover(ctx context.Context, key client.ObjectKey, opts Fa
 	default:
 		p.Fence = fenceByReceivers
 	}
-	members, missing := v.members(c, ss)
+	members, missing := v.Members(c, ss)
 	// The receivers are still running here: what the election sees after the fence can only
 	// be more, never less, than this.
 	d, err := failover.Elect(failover.ElectInput{

@@ -79,12 +79,12 @@ func (r *Runner) Rebuild(ctx context.Context, key client.ObjectKey, opts Rebuild
 		op, sc := c.Status.Operation, c.Status.Scale
 		switch {
 		case op == nil && (started || opts.ResumeOnly && sc == nil):
-			_ = syncPDB(ctx, r.Kube, c)
+			_ = SyncPDB(ctx, r.Kube, c)
 			return r.lastResult(c, OperationRebuild)
-		case op == nil && sc != nil && sc.Action != scaleRebuild:
+		case op == nil && sc != nil && sc.Action != ScaleRebuild:
 			return fmt.Errorf("%w: a scale of %s to %d instances is recorded (stopped): run 'resume %s' to finish it before a rebuild", outcome.ErrUnsafe, c.Name, sc.To, c.Name)
-		case op == nil && sc != nil && !opts.ResumeOnly && opts.Instance != "" && opts.Instance != scalePod(c, sc.Ordinal):
-			return fmt.Errorf("%w: the rebuild of %s is recorded (stopped): run 'resume %s' to finish it first", outcome.ErrUnsafe, scalePod(c, sc.Ordinal), c.Name)
+		case op == nil && sc != nil && !opts.ResumeOnly && opts.Instance != "" && opts.Instance != ScalePod(c, sc.Ordinal):
+			return fmt.Errorf("%w: the rebuild of %s is recorded (stopped): run 'resume %s' to finish it first", outcome.ErrUnsafe, ScalePod(c, sc.Ordinal), c.Name)
 		case op == nil:
 			if err := r.beginRebuild(ctx, c, opts); err != nil {
 				return err
@@ -109,7 +109,7 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 	stage := StageRebuildPreparing
 	if sc := c.Status.Scale; sc != nil {
 		// A stopped rebuild goes on where it stopped: a copy already made is never made again.
-		opts.Instance = scalePod(c, sc.Ordinal)
+		opts.Instance = ScalePod(c, sc.Ordinal)
 		if opts.Donor == "" {
 			opts.Donor = sc.Donor
 		} else if opts.Donor != sc.Donor && !sc.Seeded {
@@ -142,7 +142,7 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 			return fmt.Errorf("%w: the donor %s is not a member of %s, or is quarantined", outcome.ErrInvalid, opts.Donor, c.Name)
 		}
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	id := fmt.Sprintf("rebuild-%d", now.Unix())
 	if sc := c.Status.Scale; sc != nil {
 		id = sc.ID
@@ -151,7 +151,7 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 	fresh := c.Status.Scale == nil
 	err = r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		if s.Scale == nil {
-			s.Scale = &v1.ScaleStatus{ID: id, From: n, To: n, Replicas: n, Action: scaleRebuild, Ordinal: ord, Donor: opts.Donor}
+			s.Scale = &v1.ScaleStatus{ID: id, From: n, To: n, Replicas: n, Action: ScaleRebuild, Ordinal: ord, Donor: opts.Donor}
 			if d := opts.Discard; d != nil {
 				s.Scale.Discard, s.Scale.DiscardEvidence = d.Discard, d.Evidence
 				for i := range s.ErrantInstances {
@@ -167,7 +167,7 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 			Message: fmt.Sprintf("rebuilding %s from a donor's copy", opts.Instance)})
 	})
 	if d := opts.Discard; err == nil && d != nil && fresh {
-		r.event(ctx, c, true, "ReseedingUnacknowledged", fmt.Sprintf("rebuilding %s by itself: it discards %d transaction(s) (%s) proven never acknowledged to a client: %s",
+		r.Event(ctx, c, true, "ReseedingUnacknowledged", fmt.Sprintf("rebuilding %s by itself: it discards %d transaction(s) (%s) proven never acknowledged to a client: %s",
 			opts.Instance, d.Count, d.Discard, strings.Join(d.Evidence, "; ")))
 	}
 	return err
@@ -178,11 +178,11 @@ func (r *Runner) beginRebuild(ctx context.Context, c *v1.MysqlCluster, opts Rebu
 // primary and holds nothing the primary lacks (the primary itself when none does).
 func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	if name == x.primaryName {
 		return r.withdrawScale(ctx, x, fmt.Sprintf("%s is the primary now; a primary is never rebuilt", name))
 	}
-	ps, err := x.ss.observe(x.primaryName)
+	ps, err := x.ss.Observe(x.primaryName)
 	if err != nil {
 		return r.scWait(ctx, x, fmt.Errorf("the primary %s does not answer: %w", x.primaryName, err))
 	}
@@ -194,7 +194,7 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 		donor = r.pickDonor(x, ps, name)
 	}
 	if donor != x.primaryName {
-		ds, err := x.ss.observe(donor)
+		ds, err := x.ss.Observe(donor)
 		if err != nil {
 			return r.scWait(ctx, x, fmt.Errorf("the donor %s does not answer: %w", donor, err))
 		}
@@ -219,7 +219,7 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 		return "", nil, err
 	}
 	reason := fmt.Sprintf("being rebuilt from a copy of %s (rebuild %s)", donor, x.op.ID)
-	r.event(ctx, c, false, "RebuildStarted", fmt.Sprintf("%s: %s", name, reason))
+	r.Event(ctx, c, false, "RebuildStarted", fmt.Sprintf("%s: %s", name, reason))
 	return StageRebuildDetaching, func(s *v1.MysqlClusterStatus) {
 		s.Scale.Donor, s.Scale.SeedMethod, s.Scale.SeedReason = donor, failover.SeedCopy, "rebuild: "+reason
 		addErrant(s, v1.ErrantInstance{Name: name, Reason: reason}, x.now)
@@ -231,12 +231,12 @@ func (r *Runner) rbPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 // holds nothing it lacks, else the primary.
 func (r *Runner) pickDonor(x *stageEnv, ps topology.Snapshot, name string) string {
 	for _, m := range x.members {
-		if m.pod.Name == name || m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
+		if m.Pod.Name == name || m.Pod.Name == x.primaryName || quarantined(x.c, m.Pod.Name) {
 			continue
 		}
-		if s, err := x.ss.observe(m.pod.Name); err == nil && replicatesFrom(s, specs.PodHost(x.c, x.primaryName)) {
+		if s, err := x.ss.Observe(m.Pod.Name); err == nil && replicatesFrom(s, specs.PodHost(x.c, x.primaryName)) {
 			if _, ok, err := x.ss.ancestor(x.primaryName, ps, s); err == nil && ok {
-				return m.pod.Name
+				return m.Pod.Name
 			}
 		}
 	}
@@ -245,8 +245,8 @@ func (r *Runner) pickDonor(x *stageEnv, ps topology.Snapshot, name string) strin
 
 // rbDetaching stops the instance's replication (it must answer: its data is replaced over SQL).
 func (r *Runner) rbDetaching(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	name := scalePod(x.c, x.c.Status.Scale.Ordinal)
-	js, err := x.ss.observe(name)
+	name := ScalePod(x.c, x.c.Status.Scale.Ordinal)
+	js, err := x.ss.Observe(name)
 	if err != nil {
 		return r.scWait(ctx, x, err)
 	}
@@ -256,7 +256,7 @@ func (r *Runner) rbDetaching(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		return r.stopScale(ctx, x, why, nil)
 	}
-	in, err := x.ss.connect(name)
+	in, err := x.ss.Connect(name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -282,7 +282,7 @@ func (r *Runner) rbDetaching(ctx context.Context, x *stageEnv) (string, func(*v1
 func (r *Runner) rbRelease(x *stageEnv, name string, js topology.Snapshot) (string, func(*v1.MysqlClusterStatus), error) {
 	released := x.c.DeepCopy()
 	released.Status.ErrantInstances = deleteErrant(released.Status.ErrantInstances, name)
-	st := r.instanceStatuses(released, []instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
+	st := r.instanceStatuses(released, []Instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
 	return StageRebuildReleasing, func(s *v1.MysqlClusterStatus) {
 		s.ErrantInstances = deleteErrant(s.ErrantInstances, name)
 		s.Instances = mergeInstances(s.Instances, st, "")
@@ -293,8 +293,8 @@ func (r *Runner) rbRelease(x *stageEnv, name string, js topology.Snapshot) (stri
 // makes the primary wait for acknowledgements again if it ran without, and ends the rebuild.
 func (r *Runner) rbReleasing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
-	in, err := x.ss.connect(name)
+	name := ScalePod(c, sc.Ordinal)
+	in, err := x.ss.Connect(name)
 	if err != nil {
 		return r.scWait(ctx, x, err)
 	}
@@ -313,7 +313,7 @@ func (r *Runner) rbReleasing(ctx context.Context, x *stageEnv) (string, func(*v1
 	if sc.Discard != "" {
 		msg += fmt.Sprintf("; started by watch, it discarded %s, proven never acknowledged: %s", sc.Discard, strings.Join(sc.DiscardEvidence, "; "))
 	}
-	r.event(ctx, c, false, "RebuildFinished", msg)
+	r.Event(ctx, c, false, "RebuildFinished", msg)
 	now := x.now
 	spec := c.Spec.Replicas
 	return stageDone, func(s *v1.MysqlClusterStatus) {
@@ -345,7 +345,7 @@ func (r *Runner) rbReleasing(ctx context.Context, x *stageEnv) (string, func(*v1
 // replaced), and a new 'rebuild' starts over.
 func (r *Runner) abortRebuild(ctx context.Context, c *v1.MysqlCluster) (string, error) {
 	sc := c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	for {
 		err := r.deleteSeedJob(ctx, c, sc.Ordinal)
 		var ny errNotYet
@@ -363,10 +363,10 @@ func (r *Runner) abortRebuild(ctx context.Context, c *v1.MysqlCluster) (string, 
 		return "", err
 	}
 	msg := fmt.Sprintf("rebuild of %s aborted by %s; %s stays quarantined: run 'rebuild %s %s' again to replace its data", name, r.Holder, name, c.Name, name)
-	now := r.now()
+	now := r.Clock()
 	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Scale == nil || s.Scale.ID != sc.ID {
-			return errLostRace
+			return ErrLostRace
 		}
 		if s.Operation != nil {
 			finish(s, now, "Aborted", msg, 0)
@@ -377,14 +377,14 @@ func (r *Runner) abortRebuild(ctx context.Context, c *v1.MysqlCluster) (string, 
 		}
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, ErrLostRace) {
 		return "", fmt.Errorf("%w: the rebuild changed while it was being aborted; look again with 'status %s'", outcome.ErrHeld, c.Name)
 	}
 	if err != nil {
 		return "", err
 	}
-	r.event(ctx, c, true, "RebuildAborted", msg)
-	_ = syncPDB(ctx, r.Kube, c)
+	r.Event(ctx, c, true, "RebuildAborted", msg)
+	_ = SyncPDB(ctx, r.Kube, c)
 	return msg, nil
 }
 

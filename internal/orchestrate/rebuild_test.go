@@ -25,7 +25,7 @@ func TestAbortRebuild(t *testing.T) {
 		name := map[bool]string{true: "rb-recorded", false: "rb-stopped"}[recorded]
 		createGuarded(t, ctx, c, name, func(s *v1.MysqlClusterStatus) {
 			s.Phase, s.CurrentPrimary = v1.PhaseDegraded, name+"-0"
-			s.Scale = &v1.ScaleStatus{ID: "rebuild-1", From: 3, To: 3, Replicas: 3, Action: scaleRebuild, Ordinal: 2, Donor: name + "-1", SeedMethod: "copy"}
+			s.Scale = &v1.ScaleStatus{ID: "rebuild-1", From: 3, To: 3, Replicas: 3, Action: ScaleRebuild, Ordinal: 2, Donor: name + "-1", SeedMethod: "copy"}
 			s.ErrantInstances = []v1.ErrantInstance{{Name: name + "-2", Reason: "being rebuilt"}}
 			if recorded {
 				s.Operation = &v1.OperationStatus{ID: "rebuild-1", Type: OperationRebuild, Stage: StageSeeding, Holder: r.Holder, Epoch: r.Epoch, StartedAt: metav1.Now()}

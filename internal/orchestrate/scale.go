@@ -80,22 +80,22 @@ var scaleKind = &operationKind{
 func prepareScale(r *Runner, ctx context.Context, x *stageEnv) error {
 	// Every ready pod the StatefulSet holds now, the one in flight included; a replica that is
 	// down never blocks a scale (the primary must answer, which each stage checks).
-	pods, err := r.pods(ctx, x.c)
+	pods, err := r.Pods(ctx, x.c)
 	if err != nil {
 		return err
 	}
-	x.byName = map[string]instance{}
+	x.byName = map[string]Instance{}
 	for ord, p := range pods {
-		if podReady(p) && ord < x.c.Status.Scale.Replicas {
-			m := instance{ordinal: ord, pod: p}
+		if PodReady(p) && ord < x.c.Status.Scale.Replicas {
+			m := Instance{ordinal: ord, Pod: p}
 			x.members = append(x.members, m)
 			x.byName[p.Name] = m
 		}
 	}
-	if x.creds, err = r.credentials(ctx, x.c); err != nil {
+	if x.creds, err = r.Credentials(ctx, x.c); err != nil {
 		return err
 	}
-	x.ss = r.openSessions(ctx, x.members, x.creds)
+	x.ss = r.OpenSessions(ctx, x.members, x.creds)
 	x.primaryName = x.c.Status.CurrentPrimary
 	x.primary = x.byName[x.primaryName]
 	return nil
@@ -116,10 +116,10 @@ func (r *Runner) Scale(ctx context.Context, key client.ObjectKey, opts ScaleOpti
 		op := c.Status.Operation
 		switch {
 		case op == nil && (started || opts.ResumeOnly && c.Status.Scale == nil):
-			_ = syncPDB(ctx, r.Kube, c)
+			_ = SyncPDB(ctx, r.Kube, c)
 			return r.lastResult(c, OperationScale)
-		case op == nil && c.Status.Scale != nil && c.Status.Scale.Action == scaleRebuild:
-			return fmt.Errorf("%w: the rebuild of %s is recorded (stopped): run 'resume %s' to finish it before a scale", outcome.ErrUnsafe, scalePod(c, c.Status.Scale.Ordinal), c.Name)
+		case op == nil && c.Status.Scale != nil && c.Status.Scale.Action == ScaleRebuild:
+			return fmt.Errorf("%w: the rebuild of %s is recorded (stopped): run 'resume %s' to finish it before a scale", outcome.ErrUnsafe, ScalePod(c, c.Status.Scale.Ordinal), c.Name)
 		case op == nil:
 			to := opts.Replicas // a new count replaces a recorded one (a stopped scale is backed out)
 			if sc := c.Status.Scale; to == 0 && sc != nil {
@@ -183,7 +183,7 @@ func (r *Runner) scaleHandoff(ctx context.Context, c *v1.MysqlCluster, to int32,
 	for _, s := range p.Steps {
 		if s.SwitchoverTo != nil {
 			target := fmt.Sprintf("%s-%d", c.Name, *s.SwitchoverTo)
-			r.event(ctx, c, false, "ScaleHandoff", fmt.Sprintf("scale to %d removes the primary %s: switching over to %s first", to, c.Status.CurrentPrimary, target))
+			r.Event(ctx, c, false, "ScaleHandoff", fmt.Sprintf("scale to %d removes the primary %s: switching over to %s first", to, c.Status.CurrentPrimary, target))
 			return true, r.Switchover(ctx, client.ObjectKeyFromObject(c), SwitchoverOptions{To: target})
 		}
 	}
@@ -193,17 +193,17 @@ func (r *Runner) scaleHandoff(ctx context.Context, c *v1.MysqlCluster, to int32,
 // OrdinalOf is the StatefulSet ordinal of one of the cluster's pods (false for another name).
 func OrdinalOf(c *v1.MysqlCluster, pod string) (int32, bool) { return ordinalOf(c, pod) }
 
-// memberCount is how many ordinals are members of the cluster now: the StatefulSet's pods while a
+// MemberCount is how many ordinals are members of the cluster now: the StatefulSet's pods while a
 // scale is recorded (an instance it removes stays a member until it is detached), less an instance
 // it adds and has not proven yet (never fenced through, elected, re-pointed or labelled by
 // another operation); spec.replicas otherwise.
-func memberCount(c *v1.MysqlCluster) int32 {
+func MemberCount(c *v1.MysqlCluster) int32 {
 	sc := c.Status.Scale
 	if sc == nil || sc.Replicas <= 0 {
 		return replicasOf(c)
 	}
 	n := sc.Replicas
-	if sc.Action == scaleAdd && sc.Ordinal == n-1 && !slices.Contains(sc.Done, "+"+scalePod(c, sc.Ordinal)) {
+	if sc.Action == scaleAdd && sc.Ordinal == n-1 && !slices.Contains(sc.Done, "+"+ScalePod(c, sc.Ordinal)) {
 		n--
 	}
 	return n
@@ -262,7 +262,7 @@ func (r *Runner) planScale(ctx context.Context, c *v1.MysqlCluster, to int32, no
 		}
 	}
 	for k := range quar {
-		quar[k] = quarantined(c, scalePod(c, int32(k)))
+		quar[k] = quarantined(c, ScalePod(c, int32(k)))
 	}
 	return failover.PlanScale(failover.ScaleInput{
 		From: int(from), To: int(to), Primary: primary, WaitForReplicas: int(semiSyncAcks(c)),
@@ -315,7 +315,7 @@ func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, 
 	if _, err := r.guard(fmt.Sprintf("record the scale of %s to %d", c.Name, to)); err != nil {
 		return err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	err = UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation != nil {
 			return nil // someone started one; the loop re-reads it
@@ -326,7 +326,7 @@ func (r *Runner) recordScale(ctx context.Context, c *v1.MysqlCluster, to int32, 
 		s.Scale.To, s.Scale.DeleteData = to, s.Scale.DeleteData || opts.DeleteData
 		return nil
 	})
-	_ = syncPDB(ctx, r.Kube, c) // no eviction while a scale is recorded
+	_ = SyncPDB(ctx, r.Kube, c) // no eviction while a scale is recorded
 	return err
 }
 
@@ -353,7 +353,7 @@ func (r *Runner) retargetScale(ctx context.Context, c *v1.MysqlCluster, op *v1.O
 // beginScale records the scale's operation (again, for a stopped one) at Planning.
 func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster) error {
 	sc := c.Status.Scale
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	op := v1.OperationStatus{ID: sc.ID, Type: OperationScale, Stage: StageScalePlanning, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
 	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		s.Phase = v1.PhaseScaling
@@ -369,7 +369,7 @@ func (r *Runner) beginScale(ctx context.Context, c *v1.MysqlCluster) error {
 // scale to the count without it, a detached one is finished by resume.
 func (r *Runner) abortScale(ctx context.Context, c *v1.MysqlCluster) (string, error) {
 	sc := c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	if sc.Action != "" && !slices.Contains(sc.Done, "+"+name) && !slices.Contains(sc.Done, "-"+name) {
 		if sc.Action == scaleAdd {
 			return "", fmt.Errorf("%w: the scale of %s stopped while adding %s: run 'scale %s --replicas %d' to back it out, or 'resume %s' to finish the scale to %d", outcome.ErrUnsafe, c.Name, name, c.Name, sc.Ordinal, c.Name, sc.To)
@@ -390,18 +390,18 @@ func (r *Runner) abortScale(ctx context.Context, c *v1.MysqlCluster) (string, er
 	msg := fmt.Sprintf("scale of %s to %d aborted by %s: it stays at %d instances (spec.replicas %d)", c.Name, sc.To, r.Holder, n, n)
 	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Scale == nil || s.Scale.ID != sc.ID || s.Operation != nil {
-			return errLostRace
+			return ErrLostRace
 		}
 		s.Scale = nil
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, ErrLostRace) {
 		return "", fmt.Errorf("%w: the scale changed while it was being aborted; look again with 'status %s'", outcome.ErrHeld, c.Name)
 	}
 	if err != nil {
 		return "", err
 	}
-	r.event(ctx, c, true, "ScaleAborted", msg)
-	_ = syncPDB(ctx, r.Kube, c)
+	r.Event(ctx, c, true, "ScaleAborted", msg)
+	_ = SyncPDB(ctx, r.Kube, c)
 	return msg, nil
 }

@@ -25,17 +25,17 @@ import (
 const (
 	scaleAdd    = "add"
 	scaleRemove = "remove"
-	// scaleRebuild re-seeds the instance of ordinal in place (rebuild).
-	scaleRebuild = "rebuild"
+	// ScaleRebuild re-seeds the instance of ordinal in place (rebuild).
+	ScaleRebuild = "rebuild"
 )
 
-func scalePod(c *v1.MysqlCluster, ord int32) string { return fmt.Sprintf("%s-%d", c.Name, ord) }
+func ScalePod(c *v1.MysqlCluster, ord int32) string { return fmt.Sprintf("%s-%d", c.Name, ord) }
 
 // scPlanning proves the primary answers, records the count in spec.replicas, and decides the
 // first step: the instance in flight when the scale was interrupted or stopped, else the next.
 func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	ps, err := x.ss.observe(x.primaryName)
+	ps, err := x.ss.Observe(x.primaryName)
 	if err != nil {
 		return r.scWait(ctx, x, fmt.Errorf("the primary %s does not answer: %w", x.primaryName, err))
 	}
@@ -55,7 +55,7 @@ func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.
 		// spec.replicas and the budget had changed.
 		var going []string
 		for ord := sc.To; ord < sc.Replicas; ord++ {
-			going = append(going, scalePod(c, ord))
+			going = append(going, ScalePod(c, ord))
 		}
 		if why, err := r.acksWithout(x, going...); err != nil || why != "" {
 			if err != nil {
@@ -69,7 +69,7 @@ func (r *Runner) scPlanning(ctx context.Context, x *stageEnv) (string, func(*v1.
 			return "", nil, err
 		}
 	}
-	inFlight := scalePod(c, sc.Ordinal)
+	inFlight := ScalePod(c, sc.Ordinal)
 	if sc.Action != "" && !slices.Contains(sc.Done, "+"+inFlight) && !slices.Contains(sc.Done, "-"+inFlight) {
 		switch {
 		case sc.Action == scaleAdd && sc.Ordinal >= sc.To:
@@ -125,13 +125,13 @@ func (r *Runner) scNext(ctx context.Context, x *stageEnv, replicas int32, done f
 	switch {
 	case replicas < sc.To:
 		ord := replicas
-		r.event(ctx, x.c, false, "ScaleAddingInstance", fmt.Sprintf("scale %s: adding %s", x.op.ID, scalePod(x.c, ord)))
+		r.Event(ctx, x.c, false, "ScaleAddingInstance", fmt.Sprintf("scale %s: adding %s", x.op.ID, ScalePod(x.c, ord)))
 		return StageAddingInstance, then(func(s *v1.MysqlClusterStatus) {
 			s.Scale.Action, s.Scale.Ordinal, s.Scale.Replicas = scaleAdd, ord, ord+1
 		}), nil
 	case replicas > sc.To:
 		ord := replicas - 1
-		r.event(ctx, x.c, false, "ScaleRemovingInstance", fmt.Sprintf("scale %s: removing %s", x.op.ID, scalePod(x.c, ord)))
+		r.Event(ctx, x.c, false, "ScaleRemovingInstance", fmt.Sprintf("scale %s: removing %s", x.op.ID, ScalePod(x.c, ord)))
 		return StageDetachingInstance, then(func(s *v1.MysqlClusterStatus) {
 			s.Scale.Action, s.Scale.Ordinal, s.Scale.Replicas = scaleRemove, ord, replicas
 		}), nil
@@ -153,7 +153,7 @@ func (r *Runner) scFinish(ctx context.Context, x *stageEnv, done func(*v1.MysqlC
 		msg += " (" + strings.Join(done, ", ") + ")"
 	}
 	now, gen := x.now, c.Generation
-	r.event(ctx, c, false, "ScaleFinished", msg)
+	r.Event(ctx, c, false, "ScaleFinished", msg)
 	return stageDone, func(s *v1.MysqlClusterStatus) {
 		if done != nil {
 			done(s)
@@ -177,7 +177,7 @@ func (r *Runner) scFinish(ctx context.Context, x *stageEnv, done func(*v1.MysqlC
 func replicasIn(x *stageEnv, n int32) int {
 	replicas := 0
 	for _, m := range x.members {
-		if m.pod.Name != x.primaryName && m.ordinal < n && !quarantined(x.c, m.pod.Name) {
+		if m.Pod.Name != x.primaryName && m.ordinal < n && !quarantined(x.c, m.Pod.Name) {
 			replicas++
 		}
 	}
@@ -188,12 +188,12 @@ func replicasIn(x *stageEnv, n int32) int {
 // replicas replicate (a primary that ran asynchronously before), or records why it cannot.
 func (r *Runner) semiSyncAfter(ctx context.Context, x *stageEnv, replicas int) (func(*v1.MysqlClusterStatus), error) {
 	c := x.c
-	ps, err := x.ss.observe(x.primaryName)
+	ps, err := x.ss.Observe(x.primaryName)
 	if err != nil {
 		return nil, err
 	}
 	if want := semiSyncAcks(c); want > 0 && !ps.SemiSync.SourceEnabled && int64(replicas) >= want {
-		in, err := x.ss.connect(x.primaryName)
+		in, err := x.ss.Connect(x.primaryName)
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +209,7 @@ func (r *Runner) semiSyncAfter(ctx context.Context, x *stageEnv, replicas int) (
 // 'resume' continues it from Planning (the instance in flight first).
 func (r *Runner) stopScale(ctx context.Context, x *stageEnv, reason string, change func(*v1.MysqlClusterStatus)) (string, func(*v1.MysqlClusterStatus), error) {
 	msg := fmt.Sprintf("%s; the scale stopped (run 'resume %s' once fixed)", reason, x.c.Name)
-	r.event(ctx, x.c, true, "ScaleStopped", msg)
+	r.Event(ctx, x.c, true, "ScaleStopped", msg)
 	now := x.now
 	return "", func(s *v1.MysqlClusterStatus) {
 		if change != nil {
@@ -230,15 +230,15 @@ func (r *Runner) stopScale(ctx context.Context, x *stageEnv, reason string, chan
 // changed something stops as stopScale says.
 func (r *Runner) withdrawScale(ctx context.Context, x *stageEnv, reason string) (string, func(*v1.MysqlClusterStatus), error) {
 	sc := x.c.Status.Scale
-	if sc.Action != "" && sc.Action != scaleRebuild || len(sc.Done) > 0 || sc.SeedMethod != "" || sc.Seeded || sc.SeedJob != "" {
+	if sc.Action != "" && sc.Action != ScaleRebuild || len(sc.Done) > 0 || sc.SeedMethod != "" || sc.Seeded || sc.SeedJob != "" {
 		return r.stopScale(ctx, x, reason, nil)
 	}
 	what := fmt.Sprintf("the scale to %d", sc.To)
-	if sc.Action == scaleRebuild {
-		what = "the rebuild of " + scalePod(x.c, sc.Ordinal)
+	if sc.Action == ScaleRebuild {
+		what = "the rebuild of " + ScalePod(x.c, sc.Ordinal)
 	}
 	msg := fmt.Sprintf("%s; %s was refused and changed nothing", reason, what)
-	r.event(ctx, x.c, true, "ScaleRefused", msg)
+	r.Event(ctx, x.c, true, "ScaleRefused", msg)
 	now := x.now
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Failed", msg, 0)
@@ -274,10 +274,10 @@ func (r *Runner) guardCtx(ctx context.Context, what string) (context.Context, co
 
 // observePair observes the primary, then the instance name.
 func (x *stageEnv) observePair(name string) (primary, instance topology.Snapshot, err error) {
-	if primary, err = x.ss.observe(x.primaryName); err != nil {
+	if primary, err = x.ss.Observe(x.primaryName); err != nil {
 		return primary, instance, err
 	}
-	instance, err = x.ss.observe(name)
+	instance, err = x.ss.Observe(name)
 	return primary, instance, err
 }
 
@@ -289,13 +289,13 @@ func (r *Runner) acksWithout(x *stageEnv, names ...string) (string, error) {
 	if want == 0 {
 		return "", nil
 	}
-	ps, err := x.ss.observe(x.primaryName)
+	ps, err := x.ss.Observe(x.primaryName)
 	if err != nil {
 		return "", err
 	}
 	acks := ps.SemiSync.SourceClients
 	for _, name := range names {
-		if js, err := x.ss.observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, specs.PodHost(x.c, x.primaryName)) {
+		if js, err := x.ss.Observe(name); err == nil && js.SemiSync.ReplicaEnabled && replicatesFrom(js, specs.PodHost(x.c, x.primaryName)) {
 			acks--
 		}
 	}
@@ -320,7 +320,7 @@ func (r *Runner) scGuard(ctx context.Context, x *stageEnv) (string, func(*v1.Mys
 // scAdding makes the StatefulSet create the instance's pod and waits until it is Ready. The
 // new server starts read-only, with replication not started (skip_slave_start).
 func (r *Runner) scAdding(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	name := scalePod(x.c, x.c.Status.Scale.Ordinal)
+	name := ScalePod(x.c, x.c.Status.Scale.Ordinal)
 	if _, err := r.applyTemplate(ctx, x.c); err != nil {
 		return "", nil, err
 	}
@@ -335,8 +335,8 @@ func (r *Runner) scAdding(ctx context.Context, x *stageEnv) (string, func(*v1.My
 // and watches the copy's Job.
 func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
-	in, err := x.ss.connect(name)
+	name := ScalePod(c, sc.Ordinal)
+	in, err := x.ss.Connect(name)
 	if err != nil {
 		return r.scWait(ctx, x, fmt.Errorf("%s does not answer: %w", name, err))
 	}
@@ -351,7 +351,7 @@ func (r *Runner) scSeeding(ctx context.Context, x *stageEnv) (string, func(*v1.M
 	if sc.SeedMethod == failover.SeedReplay {
 		return StageJoiningInstance, func(s *v1.MysqlClusterStatus) { s.Scale.Seeded = true }, nil
 	}
-	js, err := x.ss.observe(name)
+	js, err := x.ss.Observe(name)
 	if err != nil {
 		return r.scWait(ctx, x, err)
 	}
@@ -374,7 +374,7 @@ func (r *Runner) chooseSeed(ctx context.Context, x *stageEnv, name string) (stri
 		donor = r.pickDonor(x, ps, name)
 		reason += "; donor " + donor
 	}
-	r.event(ctx, x.c, false, "ScaleSeeding", fmt.Sprintf("scale %s: %s is seeded by %s: %s", x.op.ID, name, method, reason))
+	r.Event(ctx, x.c, false, "ScaleSeeding", fmt.Sprintf("scale %s: %s is seeded by %s: %s", x.op.ID, name, method, reason))
 	return StageSeeding, func(s *v1.MysqlClusterStatus) {
 		s.Scale.SeedMethod, s.Scale.SeedReason, s.Scale.Donor, s.Scale.SeedJob = method, reason, donor, ""
 		s.Operation.Message = reason
@@ -408,14 +408,14 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		if err != nil {
 			return "", nil, err
 		}
-		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned, sc.Action == scaleRebuild), client.FieldOwner(specs.FieldOwner))
+		err = r.Kube.Create(gctx, BuildSeedJob(c, sc.Ordinal, sc.Donor, owned, sc.Action == ScaleRebuild), client.FieldOwner(specs.FieldOwner))
 		cancel()
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", nil, fmt.Errorf("create the seed Job %s: %w", key.Name, err)
 		}
 		return StageSeeding, func(s *v1.MysqlClusterStatus) {
 			s.Scale.SeedJob = key.Name
-			s.Operation.Message = fmt.Sprintf("copying %s into %s (Job %s)", sc.Donor, scalePod(c, sc.Ordinal), key.Name)
+			s.Operation.Message = fmt.Sprintf("copying %s into %s (Job %s)", sc.Donor, ScalePod(c, sc.Ordinal), key.Name)
 		}, nil
 	}
 	for _, cond := range job.Status.Conditions {
@@ -426,14 +426,14 @@ func (r *Runner) runSeedJob(ctx context.Context, x *stageEnv) (string, func(*v1.
 		case batchv1.JobComplete:
 			return StageJoiningInstance, func(s *v1.MysqlClusterStatus) { s.Scale.Seeded = true }, nil
 		case batchv1.JobFailed:
-			return r.stopScale(ctx, x, fmt.Sprintf("the copy from %s into %s failed (%s: %s); 'kubectl logs job/%s' shows why, and resume makes the Job again", sc.Donor, scalePod(c, sc.Ordinal), cond.Reason, cond.Message, key.Name),
+			return r.stopScale(ctx, x, fmt.Sprintf("the copy from %s into %s failed (%s: %s); 'kubectl logs job/%s' shows why, and resume makes the Job again", sc.Donor, ScalePod(c, sc.Ordinal), cond.Reason, cond.Message, key.Name),
 				func(s *v1.MysqlClusterStatus) { s.Scale.SeedJob = "" })
 		}
 	}
 	if x.overdue {
 		return r.stopScale(ctx, x, fmt.Sprintf("the copy from %s (Job %s) did not finish within %s", sc.Donor, key.Name, x.bound), nil)
 	}
-	return "", nil, notYet("copying %s into %s (Job %s: %d active)", sc.Donor, scalePod(c, sc.Ordinal), key.Name, job.Status.Active)
+	return "", nil, notYet("copying %s into %s (Job %s: %d active)", sc.Donor, ScalePod(c, sc.Ordinal), key.Name, job.Status.Active)
 }
 
 // ownedAccounts names the accounts and roles mysqlctl makes on every instance itself (and the
@@ -487,7 +487,7 @@ func (r *Runner) deleteSeedJob(ctx context.Context, c *v1.MysqlCluster, ord int3
 // set and how it was seeded.
 func (r *Runner) scJoining(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	if sc.SeedMethod == failover.SeedCopy {
 		if err := r.deleteSeedJob(ctx, c, sc.Ordinal); err != nil {
 			return "", nil, err
@@ -552,14 +552,14 @@ func appendProvenance(s *v1.MysqlClusterStatus, rec v1.GTIDBootstrapRecord) {
 // then does it join the replica Service.
 func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	host := specs.PodHost(c, x.primaryName)
 	ps, js, err := x.observePair(name)
 	if err != nil {
 		return r.scWait(ctx, x, err)
 	}
 	if js.Replica == nil || js.Replica.SourceHost != host || js.Replica.IOThread == topology.ThreadStopped && !js.Replica.SQLRunning {
-		in, err := x.ss.connect(name)
+		in, err := x.ss.Connect(name)
 		if err != nil {
 			return "", nil, err
 		}
@@ -578,18 +578,18 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 		return "", nil, notYet("%s", why)
 	}
-	if sc.Action == scaleRebuild {
+	if sc.Action == ScaleRebuild {
 		return r.rbRelease(x, name, js)
 	}
 	if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 		return "", nil, err
 	}
-	st := r.instanceStatuses(c, []instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
+	st := r.instanceStatuses(c, []Instance{x.byName[name]}, map[string]topology.Snapshot{name: js}, x.primaryName)
 	joined := func(s *v1.MysqlClusterStatus) {
 		s.Instances = mergeInstances(s.Instances, st, "")
 		s.Scale.Done = append(s.Scale.Done, "+"+name)
 	}
-	r.event(ctx, c, false, "ScaleInstanceAdded", fmt.Sprintf("scale %s: %s replicates from %s, caught up (seeded by %s)", x.op.ID, name, x.primaryName, sc.SeedMethod))
+	r.Event(ctx, c, false, "ScaleInstanceAdded", fmt.Sprintf("scale %s: %s replicates from %s, caught up (seeded by %s)", x.op.ID, name, x.primaryName, sc.SeedMethod))
 	return r.scNext(ctx, x, sc.Ordinal+1, joined)
 }
 
@@ -597,11 +597,11 @@ func (r *Runner) scVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 // primary is proven to keep enough semi-sync acknowledgements without it.
 func (r *Runner) scDetaching(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	if name == x.primaryName {
 		return r.stopScale(ctx, x, fmt.Sprintf("%s is the primary; run 'scale %s --replicas %d' again, which switches over first", name, c.Name, sc.To), nil)
 	}
-	js, jerr := x.ss.observe(name)
+	js, jerr := x.ss.Observe(name)
 	if why, err := r.acksWithout(x, name); err != nil || why != "" {
 		if err != nil {
 			return "", nil, err
@@ -612,7 +612,7 @@ func (r *Runner) scDetaching(ctx context.Context, x *stageEnv) (string, func(*v1
 		return "", nil, err
 	}
 	if jerr == nil && js.Replica != nil {
-		in, err := x.ss.connect(name)
+		in, err := x.ss.Connect(name)
 		if err != nil {
 			return "", nil, err
 		}
@@ -631,11 +631,11 @@ func (r *Runner) scDetaching(ctx context.Context, x *stageEnv) (string, func(*v1
 // data volume is kept unless the scale deletes data.
 func (r *Runner) scRemoving(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, sc := x.c, x.c.Status.Scale
-	name := scalePod(c, sc.Ordinal)
+	name := ScalePod(c, sc.Ordinal)
 	if _, err := r.applyTemplate(ctx, c); err != nil {
 		return "", nil, err
 	}
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -654,7 +654,7 @@ func (r *Runner) scRemoving(ctx context.Context, x *stageEnv) (string, func(*v1.
 			return "", nil, fmt.Errorf("delete the data volume claim of %s: %w", name, err)
 		}
 	}
-	r.event(ctx, c, false, "ScaleInstanceRemoved", fmt.Sprintf("scale %s: %s removed (data volume %s)", x.op.ID, name, map[bool]string{true: "deleted", false: "kept"}[sc.DeleteData]))
+	r.Event(ctx, c, false, "ScaleInstanceRemoved", fmt.Sprintf("scale %s: %s removed (data volume %s)", x.op.ID, name, map[bool]string{true: "deleted", false: "kept"}[sc.DeleteData]))
 	return r.scNext(ctx, x, sc.Ordinal, func(s *v1.MysqlClusterStatus) {
 		s.Instances = slices.DeleteFunc(s.Instances, func(i v1.InstanceStatus) bool { return i.Name == name })
 		s.Scale.Done = append(s.Scale.Done, "-"+name)

@@ -27,7 +27,7 @@ func TestMemberCount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := testenv.Cluster(func(c *v1.MysqlCluster) { c.Spec.Replicas, c.Status.Scale = tt.spec, tt.scale })
-			if got := memberCount(c); got != tt.want {
+			if got := MemberCount(c); got != tt.want {
 				t.Fatalf("memberCount = %d, want %d", got, tt.want)
 			}
 		})

@@ -23,7 +23,7 @@ func semiSyncAcks(c *v1.MysqlCluster) int64 {
 }
 
 func semiSyncWanted(c *v1.MysqlCluster) int64 {
-	if !c.Spec.SemiSync.SemiSyncEnabled() || memberCount(c) < 2 {
+	if !c.Spec.SemiSync.SemiSyncEnabled() || MemberCount(c) < 2 {
 		return 0
 	}
 	return max(int64(c.Spec.SemiSync.WaitForReplicas), 1)
@@ -51,7 +51,7 @@ func (r *Runner) settleSemiSync(ctx context.Context, x *stageEnv, name string, s
 		return nil, notYet("%s waits for %d semi-sync acknowledgement(s) but %d semi-sync replica(s) are connected", name, want, ss.SourceClients)
 	case ss.SourceEnabled:
 		// Too few replicas acknowledge: every commit would wait for the full timeout.
-		in, err := x.ss.connect(name)
+		in, err := x.ss.Connect(name)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func (r *Runner) settleSemiSync(ctx context.Context, x *stageEnv, name string, s
 	}
 	cond.Status, cond.Reason = metav1.ConditionFalse, "TooFewAcknowledgers"
 	cond.Message = fmt.Sprintf("%s runs asynchronously: spec.semiSync asks for %d acknowledgement(s) and %d semi-sync replica(s) are connected; commits acknowledged now can be lost if it fails (reconcile turns semi-sync on once enough replicas replicate)", name, want, ss.SourceClients)
-	r.event(ctx, x.c, true, "SemiSyncInactive", cond.Message)
+	r.Event(ctx, x.c, true, "SemiSyncInactive", cond.Message)
 	return func(st *v1.MysqlClusterStatus) {
 		meta.SetStatusCondition(&st.Conditions, cond)
 		for i := range st.Instances {

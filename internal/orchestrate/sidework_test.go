@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestBudgetFollowsTheLiveStatus: a budget update runs later than it was asked for (behind other
@@ -25,7 +26,7 @@ import (
 func TestBudgetFollowsTheLiveStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube := wrappedClient(t, func(*http.Request) {})
+	kube := clustertest.WrappedClient(t, env, func(*http.Request) {})
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "budget-live", Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
@@ -61,7 +62,7 @@ func TestBudgetFollowsTheLiveStatus(t *testing.T) {
 		r := &Runner{Kube: kube}
 		end := r.withSidework()
 		release := make(chan struct{})
-		r.background.do(ctx, func(context.Context) { <-release })
+		r.background.Do(ctx, func(context.Context) { <-release })
 		r.syncPDB(ctx, held)
 		now := cluster.DeepCopy()
 		if err := UpdateStatus(ctx, kube, now, live); err != nil {
@@ -102,16 +103,16 @@ func TestBudgetFollowsTheLiveStatus(t *testing.T) {
 // time, then cancels what is left: a hung API server never holds up an operation's return or a
 // supervisor's shutdown.
 func TestSideworkStopAbandonsHungWork(t *testing.T) {
-	s := startSidework()
+	s := StartSidework()
 	cancelled := make(chan struct{})
-	s.do(context.Background(), func(ctx context.Context) {
+	s.Do(context.Background(), func(ctx context.Context) {
 		<-ctx.Done() // a write the API server never answers
 		close(cancelled)
 	})
 	ran := false
-	s.do(context.Background(), func(context.Context) { ran = true })
+	s.Do(context.Background(), func(context.Context) { ran = true })
 	stopped := make(chan struct{})
-	go func() { s.stop(); close(stopped) }()
+	go func() { s.Stop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(sideworkTimeout / 2):
@@ -135,12 +136,12 @@ func TestSideworkStopAbandonsHungWork(t *testing.T) {
 func TestPodsByNameAsListed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube := wrappedClient(t, func(*http.Request) {})
+	kube := clustertest.WrappedClient(t, env, func(*http.Request) {})
 	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "byname", Namespace: "default"}}
 	pod := func(ord int32, lbl map[string]string, finalizers ...string) {
 		t.Helper()
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: scalePod(c, ord), Labels: lbl, Finalizers: finalizers},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: ScalePod(c, ord), Labels: lbl, Finalizers: finalizers},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: specs.ContainerName, Image: "mariadb:10.11"}}},
 		}
 		if err := kube.Create(ctx, p); err != nil {
@@ -157,12 +158,12 @@ func TestPodsByNameAsListed(t *testing.T) {
 	pod(2, map[string]string{"app": "someone-else"}) // a foreign pod with the cluster's naming
 	pod(3, sel, "mysqlctl.io/test-hold")             // deleted below, held by its finalizer
 	pod(4, sel)
-	if err := kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: scalePod(c, 3)}}); err != nil {
+	if err := kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: ScalePod(c, 3)}}); err != nil {
 		t.Fatal(err)
 	}
 	r := &Runner{Kube: kube}
 	keys := func(m map[int32]*corev1.Pod) []int32 { return slices.Sorted(maps.Keys(m)) }
-	listed, err := r.pods(ctx, c)
+	listed, err := r.Pods(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}

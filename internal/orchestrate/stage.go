@@ -49,15 +49,15 @@ type stageEnv struct {
 	op    *v1.OperationStatus
 	ev    *v1.OperationEvidence
 	now   time.Time
-	creds credentials
-	ss    *sessions
+	creds Credentials
+	ss    *Sessions
 
 	// bootstrap and switchover: every member (all ready), by name.
-	members []instance
-	byName  map[string]instance
+	members []Instance
+	byName  map[string]Instance
 	// bootstrap: the primary it configures; converge: the members left out because they do
 	// not answer (name: why), recorded absent when it finishes.
-	primary     instance
+	primary     Instance
 	primaryName string
 	absent      map[string]string
 	// switchover and failover: the old primary.
@@ -68,7 +68,7 @@ type stageEnv struct {
 	bound   time.Duration
 	// failover: the pods as the failover sees them, whether the run was forced, and whether
 	// the old primary answered and was fenced over SQL.
-	v          failoverView
+	v          FailoverView
 	forced     bool
 	oldAnswers bool
 
@@ -87,7 +87,7 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 	if run == nil {
 		return "", nil, fmt.Errorf("unknown %s stage %q recorded in status (written by a newer mysqlctl?)", op.Type, op.Stage)
 	}
-	x.c, x.op, x.now, x.ev = c, op, r.now(), op.Evidence
+	x.c, x.op, x.now, x.ev = c, op, r.Clock(), op.Evidence
 	if x.ev == nil {
 		x.ev = &v1.OperationEvidence{}
 	}
@@ -114,7 +114,7 @@ func (r *Runner) runStage(ctx context.Context, k *operationKind, c *v1.MysqlClus
 	if k.prepare != nil {
 		err := k.prepare(r, ctx, &x)
 		if x.ss != nil {
-			defer x.ss.close()
+			defer x.ss.Close()
 		}
 		if err != nil {
 			return "", nil, err
@@ -141,11 +141,11 @@ const reasonCandidateUnreachable = "CandidateUnreachable"
 // operation kept at its stage for resume (or abort, once the candidate answers read-only).
 func (r *Runner) promotionTarget(ctx context.Context, x *stageEnv) (*topology.Instance, error) {
 	cand := x.ev.Candidate
-	in, err := x.ss.connect(cand)
+	in, err := x.ss.Connect(cand)
 	if err != nil {
 		return nil, r.candidateUnreachable(ctx, x, err)
 	}
-	s := in.Observe(ctx, topology.ObserveOptions{Now: r.now, Timeout: 2 * time.Second, Secrets: []string{string(x.creds.root)}})
+	s := in.Observe(ctx, topology.ObserveOptions{Now: r.Clock, Timeout: 2 * time.Second, Secrets: []string{string(x.creds.Root)}})
 	if !s.Complete() {
 		return nil, r.candidateUnreachable(ctx, x, s.Err)
 	}
@@ -189,7 +189,7 @@ func (r *Runner) stopAtPromoting(ctx context.Context, x *stageEnv, reason, msg s
 	}); perr != nil {
 		return perr
 	}
-	r.event(ctx, x.c, true, reason, msg)
+	r.Event(ctx, x.c, true, reason, msg)
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, msg)
 }
 
@@ -204,15 +204,15 @@ func (r *Runner) promoteAt(ctx context.Context, x *stageEnv, in *topology.Instan
 }
 
 // readyMembers returns the pods of the cluster's ordinals whose readiness the API reports.
-func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]instance, error) {
-	pods, err := r.pods(ctx, c)
+func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]Instance, error) {
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	var out []instance
-	for ord := int32(0); ord < memberCount(c); ord++ {
-		if p, ok := pods[ord]; ok && podReady(p) {
-			out = append(out, instance{ordinal: ord, pod: p})
+	var out []Instance
+	for ord := int32(0); ord < MemberCount(c); ord++ {
+		if p, ok := pods[ord]; ok && PodReady(p) {
+			out = append(out, Instance{ordinal: ord, Pod: p})
 		}
 	}
 	return out, nil
@@ -238,17 +238,17 @@ var bootstrapKind = &operationKind{
 		if err != nil || x.op.Stage == StageWaitingForPods {
 			return err
 		}
-		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+		if x.creds, err = r.Credentials(ctx, x.c); err != nil {
 			return err
 		}
 		x.members = members
-		x.ss = r.openSessions(ctx, members, x.creds)
+		x.ss = r.OpenSessions(ctx, members, x.creds)
 		x.primaryName = x.c.Status.CurrentPrimary
 		if x.primaryName == "" {
 			x.primaryName = x.c.Name + "-0"
 		}
 		for _, m := range members {
-			if m.pod.Name == x.primaryName {
+			if m.Pod.Name == x.primaryName {
 				x.primary = m
 			}
 		}
@@ -264,11 +264,11 @@ var bootstrapKind = &operationKind{
 // (a lost pod stays Running and Ready until a person deletes it). The primary is always kept: a
 // converge needs it. A member whose path is refused by configuration is kept too (the stages
 // report the refusal: it is the path, not the member).
-func answering(ss *sessions, members []instance, primary string) ([]instance, map[string]string) {
+func answering(ss *Sessions, members []Instance, primary string) ([]Instance, map[string]string) {
 	var names []string
 	for _, m := range members {
-		if m.pod.Name != primary {
-			names = append(names, m.pod.Name)
+		if m.Pod.Name != primary {
+			names = append(names, m.Pod.Name)
 		}
 	}
 	_, errs := ss.observeAll(names)
@@ -278,7 +278,7 @@ func answering(ss *sessions, members []instance, primary string) ([]instance, ma
 			absent[name] = errs[i].Error()
 		}
 	}
-	out := slices.DeleteFunc(slices.Clone(members), func(m instance) bool { _, gone := absent[m.pod.Name]; return gone })
+	out := slices.DeleteFunc(slices.Clone(members), func(m Instance) bool { _, gone := absent[m.Pod.Name]; return gone })
 	return out, absent
 }
 
@@ -307,14 +307,14 @@ var switchoverKind = &operationKind{
 		if err != nil {
 			return err
 		}
-		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+		if x.creds, err = r.Credentials(ctx, x.c); err != nil {
 			return err
 		}
-		x.members, x.byName = members, map[string]instance{}
+		x.members, x.byName = members, map[string]Instance{}
 		for _, m := range members {
-			x.byName[m.pod.Name] = m
+			x.byName[m.Pod.Name] = m
 		}
-		x.ss = r.openSessions(ctx, members, x.creds)
+		x.ss = r.OpenSessions(ctx, members, x.creds)
 		// The old primary: the recorded current primary until MovingPrimary hands the role
 		// over, the fenced primary of the evidence from then on.
 		x.old = x.c.Status.CurrentPrimary
@@ -347,13 +347,13 @@ var failoverKind = &operationKind{
 		x.forced = x.ev.Forced != ""
 		x.old = x.ev.FencedPrimary
 		var err error
-		if x.v, err = r.failoverView(ctx, x.c, x.old); err != nil {
+		if x.v, err = r.FailoverView(ctx, x.c, x.old); err != nil {
 			return err
 		}
-		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+		if x.creds, err = r.Credentials(ctx, x.c); err != nil {
 			return err
 		}
-		x.ss = r.openSessions(ctx, x.v.ready, x.creds)
+		x.ss = r.OpenSessions(ctx, x.v.Ready, x.creds)
 		// Only an old primary that answered (it restarted read-only and was fenced over SQL) is
 		// re-pointed by the failover itself; a dead one is not waited for.
 		x.oldAnswers = x.ev.PrimaryVerdict == string(failover.ReadOnly) && x.ev.FencedGTIDSet != ""

@@ -62,12 +62,12 @@ func UpdateStatus(ctx context.Context, c StatusClient, cluster *v1.MysqlCluster,
 	})
 }
 
-// updateStatusFrom is UpdateStatus starting from the cluster as the caller holds it (read or
+// UpdateStatusFrom is UpdateStatus starting from the cluster as the caller holds it (read or
 // written moments ago): change is applied to that copy and written conditionally on its
 // resourceVersion, without a read first. Anything written since makes that write conflict, and
 // a change that refuses the held copy may have been refused on old news: both fall back to
 // UpdateStatus, which reads the live object. The outcome is UpdateStatus's, one read fewer.
-func updateStatusFrom(ctx context.Context, c StatusClient, cluster *v1.MysqlCluster, change StatusChange) error {
+func UpdateStatusFrom(ctx context.Context, c StatusClient, cluster *v1.MysqlCluster, change StatusChange) error {
 	if cluster.ResourceVersion == "" {
 		return UpdateStatus(ctx, c, cluster, change)
 	}

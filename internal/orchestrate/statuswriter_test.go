@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestUpdateStatusUnderContention: concurrent writers each append one history record; the
@@ -24,7 +25,7 @@ import (
 func TestUpdateStatusUnderContention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, writes := countingClient(t)
+	c, writes := clustertest.CountingClient(t, env)
 	cluster := &v1.MysqlCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "status-cas", Namespace: "default"},
 		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11"},
@@ -85,7 +86,7 @@ func TestUpdateStatusFromHeldCopy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var gets, writes atomic.Int64
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if !strings.Contains(r.URL.Path, "/mysqlclusters/status-held") {
 			return
 		}
@@ -112,7 +113,7 @@ func TestUpdateStatusFromHeldCopy(t *testing.T) {
 
 	// Nobody wrote since: one write, no read, and the copy in hand is the written object.
 	gets.Store(0)
-	if err := updateStatusFrom(ctx, c, cluster, record("a")); err != nil {
+	if err := UpdateStatusFrom(ctx, c, cluster, record("a")); err != nil {
 		t.Fatal(err)
 	}
 	if g, w := gets.Load(), writes.Load(); g != 0 || w != 1 {
@@ -128,7 +129,7 @@ func TestUpdateStatusFromHeldCopy(t *testing.T) {
 	if err := UpdateStatus(ctx, c, other, record("b")); err != nil {
 		t.Fatal(err)
 	}
-	if err := updateStatusFrom(ctx, c, cluster, record("c")); err != nil {
+	if err := UpdateStatusFrom(ctx, c, cluster, record("c")); err != nil {
 		t.Fatal(err)
 	}
 	live := &v1.MysqlCluster{}
@@ -161,8 +162,8 @@ func TestUpdateStatusFromHeldCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Kube: c, Holder: "paused", Epoch: 1}
-	err := r.persistWith(ctx, updateStatusFrom, paused, paused.Status.Operation.DeepCopy(), StageElecting, nil)
-	if !errors.Is(err, errLostRace) {
+	err := r.persistWith(ctx, UpdateStatusFrom, paused, paused.Status.Operation.DeepCopy(), StageElecting, nil)
+	if !errors.Is(err, ErrLostRace) {
 		t.Errorf("a stale actor's stage record: %v, want errLostRace", err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), live); err != nil {
@@ -176,9 +177,9 @@ func TestUpdateStatusFromHeldCopy(t *testing.T) {
 	stale := live.DeepCopy()
 	stale.Status.Operation = nil
 	stale.ResourceVersion = paused.ResourceVersion
-	if err := updateStatusFrom(ctx, c, stale, func(s *v1.MysqlClusterStatus) error {
+	if err := UpdateStatusFrom(ctx, c, stale, func(s *v1.MysqlClusterStatus) error {
 		if s.Operation == nil {
-			return errLostRace
+			return ErrLostRace
 		}
 		s.Operation.Message = "seen live"
 		return nil
@@ -197,7 +198,7 @@ func TestStepRecordsFromWhatItRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var gets atomic.Int64
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/mysqlclusters/step-read") {
 			gets.Add(1)
 		}
@@ -280,7 +281,7 @@ func TestSideworkWritesEventsBeforeTheOperationReturns(t *testing.T) {
 	// Event writes wait at this gate while it is closed: the API server "does not answer".
 	gate := make(chan struct{})
 	var gated atomic.Bool
-	c := wrappedClient(t, func(r *http.Request) {
+	c := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events") && gated.Load() {
 			<-gate
 		}
@@ -306,7 +307,7 @@ func TestSideworkWritesEventsBeforeTheOperationReturns(t *testing.T) {
 		return out
 	}
 	r := &Runner{Kube: c, Holder: "me"}
-	r.event(ctx, cluster, false, "Direct", "written at once")
+	r.Event(ctx, cluster, false, "Direct", "written at once")
 	if n := len(events()); n != 1 {
 		t.Fatalf("%d Events after a direct event, want 1", n)
 	}
@@ -321,7 +322,7 @@ func TestSideworkWritesEventsBeforeTheOperationReturns(t *testing.T) {
 	go func() {
 		defer close(raised)
 		for i := range n {
-			r.event(ctx, cluster, false, "Queued", fmt.Sprint(i)) // returns with its write unanswered
+			r.Event(ctx, cluster, false, "Queued", fmt.Sprint(i)) // returns with its write unanswered
 		}
 	}()
 	select {
@@ -339,10 +340,10 @@ func TestSideworkWritesEventsBeforeTheOperationReturns(t *testing.T) {
 		t.Error("the sidework is still set after its end")
 	}
 	// Work asked of a stopped sidework (a late caller) runs at once, never on a closed queue.
-	stopped := startSidework()
-	stopped.stop()
+	stopped := StartSidework()
+	stopped.Stop()
 	ran := false
-	stopped.do(ctx, func(context.Context) { ran = true })
+	stopped.Do(ctx, func(context.Context) { ran = true })
 	if !ran {
 		t.Error("work asked of a stopped sidework did not run")
 	}

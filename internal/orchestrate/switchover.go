@@ -88,7 +88,7 @@ func (r *Runner) Switchover(ctx context.Context, key client.ObjectKey, opts Swit
 			if cluster.Status.Phase != v1.PhaseRunning || cluster.Status.CurrentPrimary == "" {
 				return fmt.Errorf("%w: cluster %s is %s, not Running: a switchover needs a healthy primary and replicas", outcome.ErrUnsafe, key.Name, cluster.Status.Phase)
 			}
-			now := metav1.NewTime(r.now())
+			now := metav1.NewTime(r.Clock())
 			id := fmt.Sprintf("switchover-%d", now.Unix())
 			op := v1.OperationStatus{ID: id, Type: OperationSwitchover, Stage: StageValidating, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now, Target: opts.To}
 			if err := r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
@@ -154,7 +154,7 @@ func finish(s *v1.MysqlClusterStatus, now time.Time, result, msg string, lost in
 
 // switchoverCandidate validates the replicas and chooses the new primary. It returns the
 // evidence to record, or the reason no replica is a safe target.
-func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[string]instance, observe func(string) (topology.Snapshot, error), old string, opts SwitchoverOptions) (*v1.OperationEvidence, string, error) {
+func switchoverCandidate(c *v1.MysqlCluster, members []Instance, byName map[string]Instance, observe func(string) (topology.Snapshot, error), old string, opts SwitchoverOptions) (*v1.OperationEvidence, string, error) {
 	type cand struct {
 		name string
 		snap topology.Snapshot
@@ -166,7 +166,7 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 	refused := map[string]error{}
 	var firstRefused error
 	for _, m := range members {
-		name := m.pod.Name
+		name := m.Pod.Name
 		if name == old {
 			continue
 		}
@@ -203,7 +203,7 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 		return nil, "", err
 	}
 	for _, x := range healthy {
-		if e, contained := divergence(ps, x.snap); !contained {
+		if e, contained := Divergence(ps, x.snap); !contained {
 			rejected = append(rejected, fmt.Sprintf("%s: errant: %s %s", x.name, e.Reason, e.ErrantGTIDs))
 			continue
 		}
@@ -245,12 +245,12 @@ func switchoverCandidate(c *v1.MysqlCluster, members []instance, byName map[stri
 
 // failSwitchover ends the operation as Failed with the reason, and returns the error to report.
 func (r *Runner) failSwitchover(ctx context.Context, c *v1.MysqlCluster, op *v1.OperationStatus, reason string) error {
-	now := r.now()
+	now := r.Clock()
 	err := r.persist(ctx, c, op, op.Stage, func(s *v1.MysqlClusterStatus) { finish(s, now, "Failed", reason, 0) })
 	if err != nil {
 		return err
 	}
-	r.event(ctx, c, true, "SwitchoverFailed", reason)
+	r.Event(ctx, c, true, "SwitchoverFailed", reason)
 	return fmt.Errorf("%w: %s", outcome.ErrUnsafe, reason)
 }
 

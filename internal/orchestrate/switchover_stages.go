@@ -18,7 +18,7 @@ import (
 )
 
 func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, op, old, members, byName, opts, observe := x.c, x.op, x.old, x.members, x.byName, x.swOpts, x.ss.observe
+	c, op, old, members, byName, opts, observe := x.c, x.op, x.old, x.members, x.byName, x.swOpts, x.ss.Observe
 	e, refusal, err := switchoverCandidate(c, members, byName, observe, old, opts)
 	if err != nil {
 		return "", nil, err
@@ -26,12 +26,12 @@ func (r *Runner) swValidating(ctx context.Context, x *stageEnv) (string, func(*v
 	if refusal != "" {
 		return "", nil, r.failSwitchover(ctx, c, op, refusal)
 	}
-	r.event(ctx, c, false, "CandidateChosen", fmt.Sprintf("%s chosen: %s; rejected: %s", e.Candidate, e.CandidateReason, strings.Join(e.Rejected, "; ")))
+	r.Event(ctx, c, false, "CandidateChosen", fmt.Sprintf("%s chosen: %s; rejected: %s", e.Candidate, e.CandidateReason, strings.Join(e.Rejected, "; ")))
 	return StageFencing, func(s *v1.MysqlClusterStatus) { s.Operation.Evidence = e }, nil
 }
 
 func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, old, ss, connect := x.c, x.old, x.ss, x.ss.connect
+	c, old, ss, connect := x.c, x.old, x.ss, x.ss.Connect
 	fencedAt := metav1.NewTime(x.now)
 	in, err := connect(old)
 	if err != nil {
@@ -55,7 +55,7 @@ func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		// Retried until the bound (a fence can wait behind commits hung for acknowledgements).
 		return "", nil, notYet("fencing %s: %v", old, err)
 	}
-	r.event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
+	r.Event(ctx, c, false, "FenceVerified", fmt.Sprintf("%s fenced: %s; its GTID set %s", old, method, fenced))
 	return StageWaitingForCandidate, func(s *v1.MysqlClusterStatus) {
 		e := s.Operation.Evidence
 		e.FenceState, e.FenceMethod, e.FencedGTIDSet = v1.FenceVerified, method, fenced
@@ -64,7 +64,7 @@ func (r *Runner) swFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 }
 
 func (r *Runner) swWaitingForCandidate(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	ev, opts, connect := x.ev, x.swOpts, x.ss.connect
+	ev, opts, connect := x.ev, x.swOpts, x.ss.Connect
 	in, err := connect(ev.Candidate)
 	if err != nil {
 		return "", nil, err
@@ -85,7 +85,7 @@ func (r *Runner) swWaitingForCandidate(ctx context.Context, x *stageEnv) (string
 }
 
 func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, old, now, connect := x.c, x.ev, x.old, x.now, x.ss.connect
+	c, ev, old, now, connect := x.c, x.ev, x.old, x.now, x.ss.Connect
 	// Nothing changed hands: the old primary takes writes again.
 	in, err := connect(old)
 	if err == nil {
@@ -95,12 +95,12 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 		// The old primary does not answer: it stays fenced (read-only, out of the primary
 		// Service), and a failover replaces it. Never wait for it forever.
 		msg := fmt.Sprintf("%s; the old primary %s does not answer (%v): it is out of the primary Service (fence %s), no instance is known writable; run 'failover %s'", ev.RollbackReason, old, err, ev.FenceState, c.Name)
-		r.event(ctx, c, true, "SwitchoverRolledBack", msg)
+		r.Event(ctx, c, true, "SwitchoverRolledBack", msg)
 		t := metav1.NewTime(now)
 		return "", func(s *v1.MysqlClusterStatus) {
 			finish(s, now, ev.RollbackResult, msg, 0)
 			s.Phase = v1.PhaseDegraded
-			s.HA = haState(s.HA, v1.HADegraded, t, []string{msg}, OperationSwitchover)
+			s.HA = NextHAStatus(s.HA, v1.HADegraded, t, []string{msg}, OperationSwitchover)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "PrimaryUnreachable", Message: msg})
 		}, nil
 	}
@@ -108,7 +108,7 @@ func (r *Runner) swRollingBack(ctx context.Context, x *stageEnv) (string, func(*
 		return "", nil, notYet("the old primary %s does not answer yet: %v", old, err)
 	}
 	msg := ev.RollbackReason + "; the fence on " + old + " was undone, it is the primary again"
-	r.event(ctx, c, true, "SwitchoverRolledBack", msg)
+	r.Event(ctx, c, true, "SwitchoverRolledBack", msg)
 	return "", func(s *v1.MysqlClusterStatus) { finish(s, now, ev.RollbackResult, msg, 0) }, nil
 }
 
@@ -120,7 +120,7 @@ func (r *Runner) swPromoting(ctx context.Context, x *stageEnv) (string, func(*v1
 	}
 	acks := 0
 	for _, m := range members {
-		if m.pod.Name != ev.Candidate && !quarantined(c, m.pod.Name) {
+		if m.Pod.Name != ev.Candidate && !quarantined(c, m.Pod.Name) {
 			acks++
 		}
 	}
@@ -134,10 +134,10 @@ func (r *Runner) swMovingPrimary(ctx context.Context, x *stageEnv) (string, func
 }
 
 func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, ev, members, creds, connect, observe := x.c, x.ev, x.members, x.creds, x.ss.connect, x.ss.observe
+	c, ev, members, creds, connect, observe := x.c, x.ev, x.members, x.creds, x.ss.Connect, x.ss.Observe
 	newIP := specs.PodHost(c, ev.Candidate)
 	for _, m := range members {
-		name := m.pod.Name
+		name := m.Pod.Name
 		if name == ev.Candidate || quarantined(c, name) {
 			continue
 		}
@@ -159,12 +159,12 @@ func (r *Runner) swRepointing(ctx context.Context, x *stageEnv) (string, func(*v
 }
 
 func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	c, op, ev, old, members, byName, ss, now, observe := x.c, x.op, x.ev, x.old, x.members, x.byName, x.ss, x.now, x.ss.observe
+	c, op, ev, old, members, byName, ss, now, observe := x.c, x.op, x.ev, x.old, x.members, x.byName, x.ss, x.now, x.ss.Observe
 	ns, ok, next, change, err := r.observeNewPrimary(ctx, x)
 	if !ok {
 		return next, change, err
 	}
-	if back, change := recheckPrimary(ev.Candidate, byName[ev.Candidate].pod, ns); back != "" {
+	if back, change := recheckPrimary(ev.Candidate, byName[ev.Candidate].Pod, ns); back != "" {
 		return back, change, nil
 	}
 	newIP := specs.PodHost(c, ev.Candidate)
@@ -199,7 +199,7 @@ func (r *Runner) swVerifying(ctx context.Context, x *stageEnv) (string, func(*v1
 	if err != nil {
 		return "", nil, err
 	}
-	r.event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
+	r.Event(ctx, c, lost != 0, "SwitchoverSucceeded", msg)
 	return "", func(s *v1.MysqlClusterStatus) {
 		markPrimary(s, ev.Candidate, ns, old, v1.RoleReplica)
 		for i := range s.Instances {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestTemplateHeldMidRollout, against the real API server: with a pod already on a revision
@@ -26,7 +27,7 @@ import (
 func TestTemplateHeldMidRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, key, get := requestCluster(t, ctx, "held")
+	c, key, get := clustertest.RequestCluster(t, ctx, env, "held")
 	cluster := get()
 	if _, err := ApplyDerived(ctx, c, cluster, specs.Convergence{}); err != nil {
 		t.Fatal(err)

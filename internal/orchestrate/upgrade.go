@@ -78,7 +78,7 @@ func (r *Runner) Upgrade(ctx context.Context, key client.ObjectKey, opts Upgrade
 			continue
 		case op == nil:
 			if started || opts.ResumeOnly {
-				_ = syncPDB(ctx, r.Kube, c)
+				_ = SyncPDB(ctx, r.Kube, c)
 				return upgradeResult(c)
 			}
 			if err := r.beginUpgrade(ctx, c, ""); err != nil {
@@ -110,12 +110,12 @@ func (r *Runner) beginUpgrade(ctx context.Context, c *v1.MysqlCluster, id string
 	if id == "" && (c.Status.Phase != v1.PhaseRunning || c.Status.CurrentPrimary == "") {
 		return fmt.Errorf("%w: cluster %s is %s, not Running: an upgrade needs a healthy primary and replicas (see 'status %s')", outcome.ErrUnsafe, c.Name, c.Status.Phase, c.Name)
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.Clock())
 	if id == "" {
 		id = fmt.Sprintf("upgrade-%d", now.Unix())
 	}
 	op := v1.OperationStatus{ID: id, Type: OperationUpgrade, Stage: StageUpgradePreparing, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
-	defer func() { _ = syncPDB(ctx, r.Kube, c) }() // no eviction from here until the upgrade ends
+	defer func() { _ = SyncPDB(ctx, r.Kube, c) }() // no eviction from here until the upgrade ends
 	return r.begin(ctx, c, op, func(s *v1.MysqlClusterStatus) {
 		if s.Upgrade == nil {
 			s.Upgrade = &v1.UpgradeStatus{ID: id, Barrier: v1.UpgradePreparing, ToImage: c.Spec.Image}
@@ -138,7 +138,7 @@ func (r *Runner) beginUpgrade(ctx context.Context, c *v1.MysqlCluster, id string
 func (r *Runner) upgradeBetween(ctx context.Context, c *v1.MysqlCluster) error {
 	up := c.Status.Upgrade
 	if up.HandoffFrom != "" && c.Status.CurrentPrimary == up.HandoffFrom {
-		r.event(ctx, c, false, "UpgradeHandoff", fmt.Sprintf("upgrade %s: switching the primary over from %s to %s before its pod restarts", up.ID, up.HandoffFrom, up.HandoffTo))
+		r.Event(ctx, c, false, "UpgradeHandoff", fmt.Sprintf("upgrade %s: switching the primary over from %s to %s before its pod restarts", up.ID, up.HandoffFrom, up.HandoffTo))
 		// The handoff is a switchover of its own in the history, not the answer to the request
 		// that began the upgrade (if any).
 		sw := *r
@@ -160,7 +160,7 @@ func handoffFailed(c *v1.MysqlCluster, err error) error {
 func upgradeResult(c *v1.MysqlCluster) error {
 	for _, h := range c.Status.History {
 		if h.Type == OperationUpgrade {
-			return recordResult(h)
+			return RecordResult(h)
 		}
 	}
 	return nil
@@ -185,14 +185,14 @@ var upgradeKind = &operationKind{
 		if err != nil {
 			return err
 		}
-		x.members, x.byName = members, map[string]instance{}
+		x.members, x.byName = members, map[string]Instance{}
 		for _, m := range members {
-			x.byName[m.pod.Name] = m
+			x.byName[m.Pod.Name] = m
 		}
-		if x.creds, err = r.credentials(ctx, x.c); err != nil {
+		if x.creds, err = r.Credentials(ctx, x.c); err != nil {
 			return err
 		}
-		x.ss = r.openSessions(ctx, members, x.creds)
+		x.ss = r.OpenSessions(ctx, members, x.creds)
 		// A replica restarted under writes has a backlog: each check gives it long enough to
 		// reach the primary's set as observed then, so that it converges on a moving target.
 		x.ss.catchUp = 15 * time.Second
@@ -293,7 +293,7 @@ func rollState(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, sts *appsv1.State
 // 'resume' continues it from Preparing once the cause is fixed; 'abort' ends it.
 func (r *Runner) stopUpgrade(ctx context.Context, x *stageEnv, reason string, degraded bool) (string, func(*v1.MysqlClusterStatus), error) {
 	msg := fmt.Sprintf("%s; the rollout stopped before the next pod (run 'resume %s' once fixed, or 'abort %s')", reason, x.c.Name, x.c.Name)
-	r.event(ctx, x.c, true, "UpgradeStopped", msg)
+	r.Event(ctx, x.c, true, "UpgradeStopped", msg)
 	now := x.now
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Failed", msg, 0)
@@ -327,16 +327,16 @@ func (r *Runner) abortUpgrade(ctx context.Context, c *v1.MysqlCluster) (string, 
 		if err := r.Kube.Get(ctx, key, c); err != nil {
 			return "", err
 		}
-		return lastMessage(c, OperationUpgrade), nil
+		return LastMessage(c, OperationUpgrade), nil
 	}
 	msg := fmt.Sprintf("upgrade aborted by %s before its next pod; pods on the new template: %s; the others keep the old one until the next 'upgrade %s'", r.Holder, orNone(up.Done), c.Name)
 	if _, err := r.guard("abort the upgrade of " + c.Name); err != nil {
 		return "", err
 	}
-	now := r.now()
+	now := r.Clock()
 	err := UpdateStatus(ctx, r.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if s.Upgrade == nil || s.Upgrade.ID != up.ID {
-			return errLostRace
+			return ErrLostRace
 		}
 		if s.Operation == nil {
 			start := metav1.NewTime(now)
@@ -345,7 +345,7 @@ func (r *Runner) abortUpgrade(ctx context.Context, c *v1.MysqlCluster) (string, 
 			}
 			s.Operation = &v1.OperationStatus{ID: up.ID, Type: OperationUpgrade, StartedAt: start}
 		} else if s.Operation.Type != OperationUpgrade || s.Operation.Holder != r.Holder || s.Operation.Epoch != r.Epoch {
-			return errLostRace
+			return ErrLostRace
 		}
 		finish(s, now, "Aborted", msg, 0)
 		s.Upgrade.Held, s.Upgrade.Stopping, s.Upgrade.Pod, s.Upgrade.HandoffFrom, s.Upgrade.HandoffTo = true, false, "", "", ""
@@ -354,7 +354,7 @@ func (r *Runner) abortUpgrade(ctx context.Context, c *v1.MysqlCluster) (string, 
 	if err != nil {
 		return "", err
 	}
-	r.event(ctx, c, true, "UpgradeAborted", msg)
+	r.Event(ctx, c, true, "UpgradeAborted", msg)
 	return msg, nil
 }
 
@@ -375,9 +375,9 @@ func isHandoff(c *v1.MysqlCluster, op *v1.OperationStatus) bool {
 // IsHandoff is isHandoff for commands.
 func IsHandoff(c *v1.MysqlCluster, op *v1.OperationStatus) bool { return isHandoff(c, op) }
 
-// handoffPending reports an upgrade between its own stages whose handoff switchover has not
+// HandoffPending reports an upgrade between its own stages whose handoff switchover has not
 // begun (or has finished) and whose next part is not recorded yet.
-func handoffPending(c *v1.MysqlCluster) bool {
+func HandoffPending(c *v1.MysqlCluster) bool {
 	up := c.Status.Upgrade
 	return c.Status.Operation == nil && up != nil && up.HandoffFrom != ""
 }

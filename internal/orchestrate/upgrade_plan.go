@@ -51,14 +51,14 @@ func (r *Runner) PlanUpgrade(ctx context.Context, key client.ObjectKey, image st
 	if err != nil {
 		return p, err
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return p, err
 	}
-	x := &stageEnv{c: c, members: members, byName: map[string]instance{}, ss: r.openSessions(ctx, members, creds)}
-	defer x.ss.close()
+	x := &stageEnv{c: c, members: members, byName: map[string]Instance{}, ss: r.OpenSessions(ctx, members, creds)}
+	defer x.ss.Close()
 	for _, m := range members {
-		x.byName[m.pod.Name] = m
+		x.byName[m.Pod.Name] = m
 	}
 	versions, err := r.upVersions(x)
 	if err != nil {
@@ -93,7 +93,7 @@ func (r *Runner) PlanUpgrade(ctx context.Context, key client.ObjectKey, image st
 // planRollState is rollState for a template not applied yet: when the StatefulSet's template
 // differs from the one the cluster's spec makes, every pod would restart.
 func (r *Runner) planRollState(ctx context.Context, c *v1.MysqlCluster) ([]bool, int, error) {
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -153,7 +153,7 @@ func (r *Runner) RolloutPending(ctx context.Context, c *v1.MysqlCluster) (bool, 
 	if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {
 		return false, nil
 	}
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return false, err
 	}

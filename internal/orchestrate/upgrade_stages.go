@@ -65,7 +65,7 @@ func (r *Runner) upPreparing(ctx context.Context, x *stageEnv) (string, func(*v1
 		}
 	}
 	from := ""
-	if p := x.byName[c.Status.CurrentPrimary].pod; p != nil {
+	if p := x.byName[c.Status.CurrentPrimary].Pod; p != nil {
 		from = containerImage(p)
 	}
 	next, change, err := r.upNext(ctx, x)
@@ -93,7 +93,7 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 	if up.Stopping {
 		return r.upAborted(ctx, x)
 	}
-	pods, err := r.pods(ctx, c)
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return "", nil, err
 	}
@@ -132,7 +132,7 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 		return r.stopUpgrade(ctx, x, restartStallWay(why, c), false)
 	}
 	k := int32(step.Ordinal)
-	r.event(ctx, c, false, "UpgradeRestartingPod", fmt.Sprintf("upgrade %s: restarting %s on the new template", x.op.ID, name(step.Ordinal)))
+	r.Event(ctx, c, false, "UpgradeRestartingPod", fmt.Sprintf("upgrade %s: restarting %s on the new template", x.op.ID, name(step.Ordinal)))
 	return StageTemplatePending, func(s *v1.MysqlClusterStatus) {
 		s.Upgrade.Barrier, s.Upgrade.Pod, s.Upgrade.Partition = v1.UpgradeTemplatePending, name(step.Ordinal), &k
 	}, nil
@@ -144,7 +144,7 @@ func (r *Runner) upNext(ctx context.Context, x *stageEnv) (string, func(*v1.Mysq
 func (r *Runner) upAborted(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	up := x.c.Status.Upgrade
 	msg := fmt.Sprintf("upgrade aborted before its next pod; pods on the new template: %s; the others keep the old one until the next 'upgrade %s'", orNone(withPod(up.Done, up.Pod)), x.c.Name)
-	r.event(ctx, x.c, true, "UpgradeAborted", msg)
+	r.Event(ctx, x.c, true, "UpgradeAborted", msg)
 	now := x.now
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Aborted", msg, 0)
@@ -162,7 +162,7 @@ func (r *Runner) upTemplatePending(ctx context.Context, x *stageEnv) (string, fu
 	}
 	m, ready := x.byName[name]
 	switch {
-	case !ready || !podUpdated(m.pod, sts):
+	case !ready || !podUpdated(m.Pod, sts):
 		why := fmt.Sprintf("waiting for %s to restart on template revision %s", name, sts.Status.UpdateRevision)
 		return r.upWait(ctx, x, why, nil)
 	}
@@ -175,7 +175,7 @@ func (r *Runner) upTemplatePending(ctx context.Context, x *stageEnv) (string, fu
 // alone proves none of that.
 func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, name := x.c, x.c.Status.Upgrade.Pod
-	s, err := x.ss.observe(name)
+	s, err := x.ss.Observe(name)
 	if err != nil {
 		return r.upWait(ctx, x, err.Error(), nil)
 	}
@@ -201,7 +201,7 @@ func (r *Runner) upTemplateReady(ctx context.Context, x *stageEnv) (string, func
 	if err := r.labelRole(ctx, c, name, v1.RoleReplica); err != nil {
 		return "", nil, err
 	}
-	r.event(ctx, c, false, "UpgradePodReady", fmt.Sprintf("upgrade %s: %s runs %s, replicates from %s and is caught up", x.op.ID, name, s.Flavor, x.primaryName))
+	r.Event(ctx, c, false, "UpgradePodReady", fmt.Sprintf("upgrade %s: %s runs %s, replicates from %s and is caught up", x.op.ID, name, s.Flavor, x.primaryName))
 	next, change, err := r.upNext(ctx, x)
 	version := s.Flavor.VersionString
 	return next, func(s *v1.MysqlClusterStatus) {
@@ -235,13 +235,13 @@ func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topolog
 	case configured && !wantSemi:
 		return true, "", nil, notYet("%s connects to the primary %s: %s", name, primary, strings.TrimSpace(s.Replica.LastIOError))
 	case configured:
-		in, err := x.ss.connect(name)
+		in, err := x.ss.Connect(name)
 		if err == nil {
 			err = in.EnableSemiSyncReplica(ctx)
 		}
 		return true, "", nil, notYetOr(name+" acknowledges semi-sync from now on", err)
 	}
-	ps, err := x.ss.observe(primary)
+	ps, err := x.ss.Observe(primary)
 	if err != nil {
 		return true, "", nil, notYet("the primary %s: %v", primary, err)
 	}
@@ -252,7 +252,7 @@ func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topolog
 		next, change, err = r.stopUpgrade(ctx, x, fmt.Sprintf("%s restarted with transactions the primary does not have (%s %s): it is not joined", name, e.Reason, e.ErrantGTIDs), true)
 		return true, next, change, err
 	}
-	in, err := x.ss.connect(name)
+	in, err := x.ss.Connect(name)
 	if err == nil {
 		err = r.joinReplica(ctx, c, in, s, ip, x.ss.port(primary), x.creds)
 	}
@@ -269,11 +269,11 @@ func (r *Runner) upJoin(ctx context.Context, x *stageEnv, name string, s topolog
 // ancestor of the primary's. done reports that the stage's answer is decided here.
 func (r *Runner) upRejoinRestarted(ctx context.Context, x *stageEnv, except string) (done bool, next string, change func(*v1.MysqlClusterStatus), err error) {
 	for _, m := range x.members {
-		name := m.pod.Name
+		name := m.Pod.Name
 		if name == except || name == x.primaryName || quarantined(x.c, name) {
 			continue
 		}
-		s, err := x.ss.observe(name)
+		s, err := x.ss.Observe(name)
 		if err != nil || s.Replica != nil && (s.Replica.IOThread != topology.ThreadStopped || s.Replica.SQLRunning || s.Replica.LastIOError != "" || s.Replica.LastSQLError != "") {
 			continue
 		}
@@ -292,7 +292,7 @@ func (r *Runner) upHealthy(ctx context.Context, x *stageEnv) (string, error) {
 	if len(x.members) < int(c.Spec.Replicas) {
 		return fmt.Sprintf("%d of %d pods ready", len(x.members), c.Spec.Replicas), nil
 	}
-	ps, err := x.ss.observe(primary)
+	ps, err := x.ss.Observe(primary)
 	if ce := topology.AsConfigError(err); ce != nil {
 		return "", ce // not a wait: see stopForConfig
 	}
@@ -310,7 +310,7 @@ func (r *Runner) upHealthy(ctx context.Context, x *stageEnv) (string, error) {
 		return strings.Join(pending, "; "), err
 	}
 	if want := semiSyncWanted(c); want > 0 {
-		ps, err = x.ss.observe(primary)
+		ps, err = x.ss.Observe(primary)
 		if err != nil {
 			return "the primary: " + err.Error(), nil
 		}
@@ -334,7 +334,7 @@ func (r *Runner) upVersions(x *stageEnv) ([]podVersion, error) {
 	for ord := range x.c.Spec.Replicas {
 		name := fmt.Sprintf("%s-%d", x.c.Name, ord)
 		if _, ok := x.byName[name]; ok {
-			s, err := x.ss.observe(name)
+			s, err := x.ss.Observe(name)
 			if err != nil {
 				return nil, err
 			}
@@ -446,7 +446,7 @@ func (r *Runner) upPrimaryReady(ctx context.Context, x *stageEnv) (string, func(
 	if up.FromImage != "" && up.FromImage != c.Spec.Image {
 		msg = "from " + up.FromImage + ": " + msg
 	}
-	r.event(ctx, c, false, "UpgradeSucceeded", msg)
+	r.Event(ctx, c, false, "UpgradeSucceeded", msg)
 	return "", func(s *v1.MysqlClusterStatus) {
 		finish(s, now, "Succeeded", msg, 0)
 		s.Upgrade = nil
@@ -465,7 +465,7 @@ func (r *Runner) upAdoptHeld(ctx context.Context, x *stageEnv, err error) (strin
 	if err != nil || held != "" {
 		return "", nil, notYetOr("the template changed during the rollout waits for the StatefulSet to record the rolled-out revision as current: "+held, err)
 	}
-	r.event(ctx, x.c, false, "UpgradeTemplateChanged", fmt.Sprintf("upgrade %s: every pod runs the template it started; the template changed meanwhile is rolled out next", x.op.ID))
+	r.Event(ctx, x.c, false, "UpgradeTemplateChanged", fmt.Sprintf("upgrade %s: every pod runs the template it started; the template changed meanwhile is rolled out next", x.op.ID))
 	return StageUpgradePreparing, func(s *v1.MysqlClusterStatus) {
 		s.Upgrade.Barrier, s.Upgrade.Pod = v1.UpgradePreparing, ""
 	}, nil
@@ -524,7 +524,7 @@ func (r *Runner) primaryGone(x *stageEnv) (string, error) {
 	if r.attempts == nil {
 		r.attempts = map[string]time.Time{}
 	}
-	_, err := x.ss.observe(x.primaryName)
+	_, err := x.ss.Observe(x.primaryName)
 	if err == nil {
 		delete(r.attempts, key)
 		return "", nil
@@ -537,7 +537,7 @@ func (r *Runner) primaryGone(x *stageEnv) (string, error) {
 		r.attempts[key] = x.now
 		return "", nil
 	}
-	bound := time.Duration(max(x.c.Spec.Failover.FailureThreshold, 1)) * detectionInterval(x.c)
+	bound := time.Duration(max(x.c.Spec.Failover.FailureThreshold, 1)) * DetectionInterval(x.c)
 	if x.now.Sub(since) < bound {
 		return "", nil
 	}
@@ -551,10 +551,10 @@ func (r *Runner) primaryGone(x *stageEnv) (string, error) {
 // comes back), while the supervisor sees a healthy primary.
 func (r *Runner) upRestartStalls(x *stageEnv) (string, error) {
 	for _, m := range x.members {
-		if m.pod.Name == x.primaryName || quarantined(x.c, m.pod.Name) {
+		if m.Pod.Name == x.primaryName || quarantined(x.c, m.Pod.Name) {
 			continue
 		}
-		if why, err := r.acksWithout(x, m.pod.Name); err != nil || why != "" {
+		if why, err := r.acksWithout(x, m.Pod.Name); err != nil || why != "" {
 			return restartStallWay(why, x.c), err
 		}
 	}

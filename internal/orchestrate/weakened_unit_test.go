@@ -82,7 +82,7 @@ func TestConvergeClearsResolvedDegraded(t *testing.T) {
 		clears bool
 	}{
 		{"FailoverRefused", true}, {"FailoverRolledBack", true}, {"NewPrimaryLost", true}, {"PrimaryUnreachable", true},
-		{reasonFailoverWithheld, true}, {"Quarantined", true},
+		{ReasonFailoverWithheld, true}, {"Quarantined", true},
 		{"UpgradeStopped", false}, {"SemiSyncInactive", false}, {"StageStopped", false},
 	} {
 		s := &v1.MysqlClusterStatus{Conditions: []metav1.Condition{{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tt.reason, Message: "the primary db-1 answers but is read-only (it restarted)"}}}

@@ -1,8 +1,10 @@
-// Package supervisor is the plumbing of `watch` around orchestrate's Supervisor: the informer
-// cache its checks read and whose changes wake it (Cache, WakeOnChanges), and the leader
-// election of `watch --leader-elect` (LeaderElection, LeaderLeaseName).
+// Package supervisor is `watch`: the loop that checks each cluster's primary and records the HA
+// state with its evidence (supervisor.go), the observation pass and absent members (observe.go,
+// absence.go), the repairer (repair.go, reseed.go), the hand-off of requests left by commands
+// (request.go), the informer cache its checks read (informers.go) and the leader election of
+// `watch --leader-elect` (leader.go). It acts only through orchestrate's Runner and operations,
+// under the cluster's Lease; its decisions are internal/failover's.
 //
-// It imports api/, internal/specs (labels) and internal/orchestrate; only cmd/mysqlctl imports
-// it. The supervisor's loops, checks, repairs and request hand-off are orchestrate's Supervisor
-// (internal/orchestrate/watch*.go), which shares the operations' Runner.
+// It imports api/, internal/specs, internal/failover, internal/topology, internal/outcome and
+// internal/orchestrate; only cmd/mysqlctl and internal/metrics import it.
 package supervisor

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
@@ -56,7 +55,7 @@ func Cache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns str
 // re-addressed; the primary Service's endpoints; a new spec or a request left on the cluster.
 // Status writes wake nothing (the supervisor makes them). Every cluster added, changed or
 // deleted is also given to onCluster, when set (metrics).
-func WakeOnChanges(ctx context.Context, c crcache.Cache, sup *orchestrate.Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) error {
+func WakeOnChanges(ctx context.Context, c crcache.Cache, sup *Supervisor, onCluster func(c *v1.MysqlCluster, deleted bool)) error {
 	wake := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok {
 			if name := m.GetLabels()[specs.LabelInstance]; name != "" {

@@ -20,7 +20,7 @@ type LeaderElection struct {
 	Namespace, Name, Identity string
 	// SetLeader is told when this process starts and stops leading.
 	SetLeader func(bool)
-	Report    func(orchestrate.Transition)
+	Report    func(Transition)
 }
 
 // LeaderLeaseName is the default name of the leader Lease: one per scope of supervision, so
@@ -43,7 +43,7 @@ func LeaderLeaseName(allNamespaces bool, ns, name, selector string) string {
 	return n
 }
 
-// run supervises only while this process leads (client-go's leader election on a Lease) and
+// Run supervises only while this process leads (client-go's leader election on a Lease) and
 // stands by otherwise, until ctx ends or supervise returns by itself (the one cluster it was
 // given was deleted). While standing by it runs standby, which prewatches the clusters' Leases
 // so that a dead leader's clusters are taken over as soon as their Leases have gone unrenewed
@@ -92,7 +92,7 @@ func (l LeaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, 
 			OnStoppedLeading: stopSupervising,
 			OnNewLeader: func(id string) {
 				if id != l.Identity && id != "" {
-					l.Report(orchestrate.Transition{Time: time.Now(), Action: "standby", Reason: "the leader is " + id + ": standing by"})
+					l.Report(Transition{Time: time.Now(), Action: "standby", Reason: "the leader is " + id + ": standing by"})
 				}
 			},
 		},
@@ -110,7 +110,7 @@ func (l LeaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, 
 		stopStandby()
 		<-standbyDone
 		l.SetLeader(true)
-		l.Report(orchestrate.Transition{Time: time.Now(), Action: "leader", Reason: "leading (holding Lease " + l.Namespace + "/" + l.Name + "): supervising"})
+		l.Report(Transition{Time: time.Now(), Action: "leader", Reason: "leading (holding Lease " + l.Namespace + "/" + l.Name + "): supervising"})
 		supervise(supCtx)
 		done = supCtx.Err() == nil
 		l.SetLeader(false)
@@ -119,7 +119,7 @@ func (l LeaderElection) term(ctx context.Context, lock *resourcelock.LeaseLock, 
 		<-elected
 		l.release(lock)
 		if ctx.Err() == nil && !done {
-			l.Report(orchestrate.Transition{Time: time.Now(), Action: "leader", Reason: "lost the leadership: standing by"})
+			l.Report(Transition{Time: time.Now(), Action: "leader", Reason: "lost the leadership: standing by"})
 		}
 	case <-ctx.Done():
 		stopStandby()

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
 // TestLeaderElection runs two elections on one Lease against the real API server: exactly one
@@ -36,7 +34,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 	standby := func(ctx context.Context) { standbys.Add(1); <-ctx.Done() }
 	elect := func(who string) LeaderElection {
-		return LeaderElection{Namespace: "default", Name: "mysqlctl.watch-leader.test", Identity: who, SetLeader: func(bool) {}, Report: func(orchestrate.Transition) {}}
+		return LeaderElection{Namespace: "default", Name: "mysqlctl.watch-leader.test", Identity: who, SetLeader: func(bool) {}, Report: func(Transition) {}}
 	}
 	actx, stopA := context.WithCancel(ctx)
 	aDone := make(chan error, 1)

@@ -137,12 +137,12 @@ func absentRecorded(t *testing.T, ctx context.Context, cluster, pod string) {
 	}
 }
 
-// supervisor is a running watch whose output explains a failure: a process the test started
+// explainer is a running watch whose output explains a failure: a process the test started
 // (watchProc) or the pods of the in-cluster Deployment (inClusterWatch).
-type supervisor interface{ output() string }
+type explainer interface{ output() string }
 
 // waitFailoverFrom waits until a failover away from old finished and returns the new primary.
-func waitFailoverFrom(t *testing.T, ctx context.Context, w supervisor, cluster, old string) string {
+func waitFailoverFrom(t *testing.T, ctx context.Context, w explainer, cluster, old string) string {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -169,7 +169,7 @@ func waitFailoverFrom(t *testing.T, ctx context.Context, w supervisor, cluster, 
 
 // killPrimaryAndWaitFailover kills the primary with SIGKILL, waits for the automatic failover
 // and for the first write acknowledged after the kill, and reports the time between.
-func killPrimaryAndWaitFailover(t *testing.T, ctx context.Context, w supervisor, wr *writer, cluster, primary string) (string, time.Time) {
+func killPrimaryAndWaitFailover(t *testing.T, ctx context.Context, w explainer, wr *writer, cluster, primary string) (string, time.Time) {
 	t.Helper()
 	killed := time.Now()
 	if err := r.Inject(rig.Kill, "default", primary); err != nil {

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
 
@@ -261,7 +262,7 @@ func timeline(b *testing.B, w *watchProc, key string, from, to time.Time) string
 	}
 	var events []event
 	for _, l := range strings.Split(w.output(), "\n") {
-		var tr orchestrate.Transition
+		var tr supervisor.Transition
 		if json.Unmarshal([]byte(l), &tr) != nil || tr.Namespace+"/"+tr.Cluster != key {
 			continue
 		}

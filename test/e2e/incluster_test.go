@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 )
@@ -258,7 +258,7 @@ func TestInClusterWatchFailsOver(t *testing.T) {
 	}
 	failovers := 0
 	for _, line := range strings.Split(string(logs), "\n") {
-		var tr orchestrate.Transition
+		var tr supervisor.Transition
 		if json.Unmarshal([]byte(line), &tr) == nil && tr.Cluster == name && tr.Action == "failover" {
 			failovers++
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/supervisor"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 	"github.com/mysqlctl/mysqlctl/test/rig"
 	corev1 "k8s.io/api/core/v1"
@@ -64,13 +65,13 @@ func (w *watchProc) output() string { w.mu.Lock(); defer w.mu.Unlock(); return w
 func (w *watchProc) stderr() string { w.mu.Lock(); defer w.mu.Unlock(); return w.errb.String() }
 
 // transitions parses the JSON lines printed so far.
-func (w *watchProc) transitions(t *testing.T) []orchestrate.Transition {
-	var out []orchestrate.Transition
+func (w *watchProc) transitions(t *testing.T) []supervisor.Transition {
+	var out []supervisor.Transition
 	for _, l := range strings.Split(strings.TrimSpace(w.output()), "\n") {
 		if l == "" {
 			continue
 		}
-		var tr orchestrate.Transition
+		var tr supervisor.Transition
 		if err := json.Unmarshal([]byte(l), &tr); err != nil {
 			t.Fatalf("watch -o json printed a line that is not JSON: %q", l)
 		}

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestStaleSupervisorWritesNoHA attacks the supervisor's own status writes against the real API
@@ -18,23 +20,23 @@ import (
 func TestStaleSupervisorWritesNoHA(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, key, get := requestCluster(t, ctx, "supguard")
+	c, key, get := clustertest.RequestCluster(t, ctx, env, "supguard")
 	watcherWith := func(lastRenew time.Time) *watcher {
-		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: "watch-a"}}, key: key, stopping: make(chan struct{}),
-			wake: make(chan struct{}, 1), supEpoch: 1, sup: &Lease{lastRenew: lastRenew, lost: make(chan struct{})}}
+		return &watcher{s: &Supervisor{Runner: orchestrate.Runner{Kube: c, Holder: "watch-a"}}, key: key, stopping: make(chan struct{}),
+			wake: make(chan struct{}, 1), supEpoch: 1, sup: orchestrate.HeldLease(1, lastRenew)}
 	}
 	verdict := failover.Assessment{State: failover.HAFailoverRequired, Reason: "the primary failed 3 of the 3 consecutive checks required"}
 	check := failover.Check{At: time.Now()}
 
-	stale := watcherWith(time.Now().Add(-LeaseDuration))
+	stale := watcherWith(time.Now().Add(-orchestrate.LeaseDuration))
 	err := stale.record(ctx, get(), verdict, failover.Judgement{Verdict: failover.Dead}, check)
-	if !errors.Is(err, ErrLeaseLost) {
+	if !errors.Is(err, orchestrate.ErrLeaseLost) {
 		t.Fatalf("a supervisor past its Lease recorded HA: err %v", err)
 	}
 	if h := get().Status.HA; h != nil {
 		t.Fatalf("HA written by a supervisor past its Lease: %+v", h)
 	}
-	if err := stale.withhold(ctx, get(), metav1.NewTime(check.At), "a failed failover"); !errors.Is(err, ErrLeaseLost) {
+	if err := stale.withhold(ctx, get(), metav1.NewTime(check.At), "a failed failover"); !errors.Is(err, orchestrate.ErrLeaseLost) {
 		t.Fatalf("a supervisor past its Lease withheld failover: err %v", err)
 	}
 	if h := get().Status.HA; h != nil {

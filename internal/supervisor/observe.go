@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -68,7 +69,7 @@ func (w *watcher) observeLoop(ctx context.Context) {
 		every := observeEvery
 		c := &v1.MysqlCluster{}
 		if err := w.observer().Kube.Get(ctx, w.key, c); err == nil {
-			every = max(every, detectionInterval(c))
+			every = max(every, orchestrate.DetectionInterval(c))
 			// A pass that could not look (no pods listed, no Secret) changes nothing: the
 			// series keep their last values rather than vanish while something is wrong.
 			if views := w.observeInstances(ctx, c); c.Status.CurrentPrimary != "" && views != nil && w.s.Observer != nil {
@@ -78,7 +79,7 @@ func (w *watcher) observeLoop(ctx context.Context) {
 		if first {
 			first, every = false, upTo(every)
 		}
-		if sleepCtx(ctx, every) != nil {
+		if orchestrate.SleepCtx(ctx, every) != nil {
 			return
 		}
 	}
@@ -87,11 +88,11 @@ func (w *watcher) observeLoop(ctx context.Context) {
 // observeInstances observes every pod of the cluster in parallel, each within a short timeout.
 func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []InstanceView {
 	obs := w.observer()
-	pods, err := obs.pods(ctx, c)
+	pods, err := obs.Pods(ctx, c)
 	if err != nil {
 		return nil
 	}
-	creds, err := obs.credentials(ctx, c)
+	creds, err := obs.Credentials(ctx, c)
 	if err != nil {
 		return nil
 	}
@@ -108,9 +109,9 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ss := obs.openSessions(octx, []instance{{pod: p}}, creds)
-			defer ss.close()
-			s, err := ss.observe(p.Name)
+			ss := obs.OpenSessions(octx, []orchestrate.Instance{{Pod: p}}, creds)
+			defer ss.Close()
+			s, err := ss.Observe(p.Name)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -122,7 +123,7 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 	}
 	wg.Wait()
 	primary, havePrimary := snaps[c.Status.CurrentPrimary]
-	if c.Status.CurrentPrimary != "" && c.Status.Operation == nil || c.Status.Operation != nil && c.Status.Operation.Type == OperationConverge {
+	if c.Status.CurrentPrimary != "" && c.Status.Operation == nil || c.Status.Operation != nil && c.Status.Operation.Type == orchestrate.OperationConverge {
 		// Between failovers (a failover's members are its own to judge): every member is
 		// bounded, and those that stopped answering are recorded absent.
 		var pp *corev1.Pod
@@ -136,7 +137,7 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 		w.trackAbsence(ctx, c, snaps, details, w.readPrimaryBound(ctx, obs, pp, creds))
 	}
 	var views []InstanceView
-	for ord := range memberCount(c) {
+	for ord := range orchestrate.MemberCount(c) {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		s, up := snaps[name]
 		v := InstanceView{Name: name, Primary: name == c.Status.CurrentPrimary, Up: up}
@@ -150,7 +151,7 @@ func (w *watcher) observeInstances(ctx context.Context, c *v1.MysqlCluster) []In
 			v.SemiSyncSourceActive = s.SemiSync.SourceActive
 		}
 		if up && !v.Primary && havePrimary {
-			_, ancestor := divergence(primary, s)
+			_, ancestor := orchestrate.Divergence(primary, s)
 			v.Errant = !ancestor
 		}
 		views = append(views, v)

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -41,7 +42,7 @@ func (w *watcher) repairLoop(ctx, actx context.Context, turned <-chan struct{}) 
 		return
 	case <-turned:
 	}
-	if sleepCtx(ctx, upTo(repairEvery)) != nil {
+	if orchestrate.SleepCtx(ctx, upTo(repairEvery)) != nil {
 		return
 	}
 	t := time.NewTicker(repairEvery)
@@ -59,7 +60,7 @@ func (w *watcher) repairLoop(ctx, actx context.Context, turned <-chan struct{}) 
 			return
 		case <-t.C:
 		case <-w.repairWake:
-			if sleepCtx(ctx, repairMinGap-time.Since(looked)) != nil {
+			if orchestrate.SleepCtx(ctx, repairMinGap-time.Since(looked)) != nil {
 				return
 			}
 		}
@@ -80,22 +81,22 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 		return nil
 	}
 	if op := c.Status.Operation; op != nil {
-		if op.Type != OperationConverge || !w.primaryAnswered(c) || w.s.Runner.now().Before(w.convergeRetry) {
+		if op.Type != orchestrate.OperationConverge || !w.primaryAnswered(c) || w.s.Runner.Clock().Before(w.convergeRetry) {
 			return nil
 		}
 		err := w.continueConverge(ctx, c)
 		if err != nil {
 			// Not again every round: each attempt takes the Lease over (an Event and a
 			// status write).
-			w.convergeRetry = w.s.Runner.now().Add(failoverBackoff(c))
+			w.convergeRetry = w.s.Runner.Clock().Add(failoverBackoff(c))
 		}
 		return err
 	}
-	pods, err := obs.pods(ctx, c)
+	pods, err := obs.Pods(ctx, c)
 	if err != nil {
 		return err
 	}
-	creds, err := obs.credentials(ctx, c)
+	creds, err := obs.Credentials(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -123,14 +124,14 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 			return err
 		}
 	}
-	allReady := int32(len(pods)) == memberCount(c)
+	allReady := int32(len(pods)) == orchestrate.MemberCount(c)
 	for _, p := range pods {
-		allReady = allReady && podReady(p)
+		allReady = allReady && orchestrate.PodReady(p)
 	}
 	converged := true
 	if allReady {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		converged, err = obs.replicasConverged(cctx, c, false)
+		converged, err = obs.ReplicasConverged(cctx, c, false)
 		cancel()
 		if ce := topology.AsConfigError(err); ce != nil {
 			// A replica the configuration keeps this supervisor from: no repair can reach it
@@ -154,7 +155,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 	if len(writable) == 0 && converged {
 		// A budget closed by an operation that ended without a word (an abort, a killed
 		// actor) opens again once the cluster is converged and Healthy.
-		if err := syncPDB(ctx, obs.Kube, c); err != nil {
+		if err := orchestrate.SyncPDB(ctx, obs.Kube, c); err != nil {
 			return fmt.Errorf("updating the PodDisruptionBudget: %w", err)
 		}
 		return nil
@@ -164,7 +165,7 @@ func (w *watcher) repairOnce(ctx context.Context) error {
 
 // writableOthers returns the instances other than the primary that answer writable, looked at
 // in parallel, each within secondWritableTimeout.
-func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlCluster, pods map[int32]*corev1.Pod, creds credentials) []*corev1.Pod {
+func (w *watcher) writableOthers(ctx context.Context, obs orchestrate.Runner, c *v1.MysqlCluster, pods map[int32]*corev1.Pod, creds orchestrate.Credentials) []*corev1.Pod {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var out []*corev1.Pod
@@ -177,7 +178,7 @@ func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlClu
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, secondWritableTimeout)
 			defer cancel()
-			in, err := obs.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+			in, err := obs.ConnectGuarded(cctx, p, topology.Credentials{User: "root", Password: creds.Root})
 			if err != nil {
 				return
 			}
@@ -197,14 +198,14 @@ func (w *watcher) writableOthers(ctx context.Context, obs Runner, c *v1.MysqlClu
 // primary is to be reopened in place (see failover.Assessment.Reopen).
 func (w *watcher) reopenWanted(c *v1.MysqlCluster) bool {
 	at := w.reopenAt.Load()
-	return at != nil && w.s.Runner.now().Sub(*at) < 3*detectionInterval(c)
+	return at != nil && w.s.Runner.Clock().Sub(*at) < 3*orchestrate.DetectionInterval(c)
 }
 
 // primaryAnswered reports whether this supervisor's own checks found the primary writable
 // within the last three intervals.
 func (w *watcher) primaryAnswered(c *v1.MysqlCluster) bool {
 	at := w.answeredAt.Load()
-	return at != nil && w.s.Runner.now().Sub(*at) < 3*detectionInterval(c)
+	return at != nil && w.s.Runner.Clock().Sub(*at) < 3*orchestrate.DetectionInterval(c)
 }
 
 // continueConverge continues a converge recorded by an actor that stopped (or by this
@@ -212,13 +213,13 @@ func (w *watcher) primaryAnswered(c *v1.MysqlCluster) bool {
 // holder's Lease to expire, as resume does.
 func (w *watcher) continueConverge(ctx context.Context, c *v1.MysqlCluster) error {
 	return w.cancellable(ctx, func(rctx context.Context) error {
-		return w.withLeaseOpts(rctx, c, LeaseOptions{Wait: true}, func(ctx context.Context, r *Runner) error {
+		return w.withLeaseOpts(rctx, c, orchestrate.LeaseOptions{Wait: true}, func(ctx context.Context, r *orchestrate.Runner) error {
 			cur := &v1.MysqlCluster{}
 			if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 				return err
 			}
 			op := cur.Status.Operation
-			if op == nil || op.Type != OperationConverge || cur.Spec.Paused || !w.primaryAnswered(cur) {
+			if op == nil || op.Type != orchestrate.OperationConverge || cur.Spec.Paused || !w.primaryAnswered(cur) {
 				return nil // changed while the Lease was awaited
 			}
 			w.report(Transition{Action: "resume", Primary: cur.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the converge %s from stage %s (its holder %s stopped)", op.ID, op.Stage, op.Holder)})
@@ -256,14 +257,14 @@ func (w *watcher) cancellable(ctx context.Context, fn func(context.Context) erro
 // cancel it to fail over.
 // healthy says whether the primary answers: only then does a fence lead to a converge (which
 // needs the primary).
-func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds credentials) error {
+func (w *watcher) repair(ctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds orchestrate.Credentials) error {
 	return w.cancellable(ctx, func(rctx context.Context) error {
 		return w.repairUnderLease(rctx, c, writable, converge, healthy, creds)
 	})
 }
 
-func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds credentials) error {
-	return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, writable []*corev1.Pod, converge, healthy bool, creds orchestrate.Credentials) error {
+	return w.withLease(rctx, c, false, func(ctx context.Context, r *orchestrate.Runner) error {
 		// What was observed before the Lease may be stale: act only on the same primary with
 		// no operation in between (refence looks at each instance again before fencing it).
 		cur := &v1.MysqlCluster{}
@@ -275,7 +276,7 @@ func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, wri
 		}
 		var names []string
 		for _, p := range writable {
-			fenced, err := r.refence(ctx, c, p, creds, false)
+			fenced, err := r.Refence(ctx, c, p, creds, false)
 			if err != nil {
 				return err
 			}
@@ -285,7 +286,7 @@ func (w *watcher) repairUnderLease(rctx context.Context, c *v1.MysqlCluster, wri
 		}
 		if len(names) > 0 {
 			msg := fmt.Sprintf("a second writable instance (%s) beside the primary %s was fenced over SQL", strings.Join(names, ", "), c.Status.CurrentPrimary)
-			r.event(ctx, c, true, "SecondWritableFenced", msg)
+			r.Event(ctx, c, true, "SecondWritableFenced", msg)
 			w.report(Transition{Action: "fence", Primary: c.Status.CurrentPrimary, Reason: msg})
 			converge = healthy
 		}

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
 // secretTTL is how long the supervisor's observations reuse a credentials Secret read: a
@@ -88,7 +89,7 @@ func (m *secretMemo) get(ctx context.Context, c client.Reader, key client.Object
 
 // observer is the Runner of the supervisor's looks: it holds no Lease (every mutation is
 // refused), reads through cachedReads and connects through ObserveConnect.
-func (w *watcher) observer() Runner {
+func (w *watcher) observer() orchestrate.Runner {
 	obs := w.s.Runner
 	obs.Lease = observeOnly{}
 	obs.Kube = cachedReads{Client: obs.Kube, cache: w.s.Cache, secrets: &w.s.secrets}

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
 // reseedCluster: db-0 crashed, was replaced by a failover that recorded its semi-sync window and
@@ -19,8 +20,8 @@ func reseedCluster(checked time.Time) *v1.MysqlCluster {
 	return &v1.MysqlCluster{Status: v1.MysqlClusterStatus{
 		CurrentPrimary: "db-1",
 		History: []v1.OperationRecord{
-			{ID: "converge-2", Type: OperationConverge, Result: "Succeeded"},
-			{ID: "failover-1", Type: OperationFailover, Result: "Succeeded", FormerPrimary: "db-0", FormerPrimarySeenAt: &seen, UnacknowledgedUntil: &until, FormerPrimaryCheckedAt: &at},
+			{ID: "converge-2", Type: orchestrate.OperationConverge, Result: "Succeeded"},
+			{ID: "failover-1", Type: orchestrate.OperationFailover, Result: "Succeeded", FormerPrimary: "db-0", FormerPrimarySeenAt: &seen, UnacknowledgedUntil: &until, FormerPrimaryCheckedAt: &at},
 		},
 		ErrantInstances: []v1.ErrantInstance{{Name: "db-0", ErrantGTIDs: "0-1000-5", Count: 1}},
 	}}
@@ -42,11 +43,11 @@ func TestReseedCandidate(t *testing.T) {
 		}, false},
 		{"another instance quarantined", func(c *v1.MysqlCluster) { c.Status.ErrantInstances[0].Name = "db-2" }, false},
 		{"a switchover since", func(c *v1.MysqlCluster) {
-			c.Status.History = append([]v1.OperationRecord{{Type: OperationSwitchover, Result: "Succeeded", FormerPrimary: "db-2"}}, c.Status.History...)
+			c.Status.History = append([]v1.OperationRecord{{Type: orchestrate.OperationSwitchover, Result: "Succeeded", FormerPrimary: "db-2"}}, c.Status.History...)
 		}, false},
 		{"policy off", func(c *v1.MysqlCluster) { c.Spec.Failover.ReseedUnacknowledged = &no }, false},
 		{"automatic failover off", func(c *v1.MysqlCluster) { c.Spec.Failover.Auto = &no }, false},
-		{"a rebuild recorded", func(c *v1.MysqlCluster) { c.Status.Scale = &v1.ScaleStatus{Action: scaleRebuild} }, false},
+		{"a rebuild recorded", func(c *v1.MysqlCluster) { c.Status.Scale = &v1.ScaleStatus{Action: orchestrate.ScaleRebuild} }, false},
 	}
 	for _, tc := range cases {
 		c := reseedCluster(time.Now())
@@ -126,9 +127,9 @@ func TestClockStopped(t *testing.T) {
 func TestResumableReseed(t *testing.T) {
 	base := func() *v1.MysqlCluster {
 		c := reseedCluster(time.Now())
-		c.Status.Scale = &v1.ScaleStatus{ID: "rebuild-1", Action: scaleRebuild, Discard: "0-1000-5"}
-		c.Status.History = append([]v1.OperationRecord{{ID: "failover-2", Type: OperationFailover, Result: "Succeeded"},
-			{ID: "rebuild-1", Type: OperationRebuild, Result: "Superseded"}}, c.Status.History...)
+		c.Status.Scale = &v1.ScaleStatus{ID: "rebuild-1", Action: orchestrate.ScaleRebuild, Discard: "0-1000-5"}
+		c.Status.History = append([]v1.OperationRecord{{ID: "failover-2", Type: orchestrate.OperationFailover, Result: "Succeeded"},
+			{ID: "rebuild-1", Type: orchestrate.OperationRebuild, Result: "Superseded"}}, c.Status.History...)
 		return c
 	}
 	if !resumableReseed(base()) {

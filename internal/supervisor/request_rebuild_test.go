@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
 
 // TestRebuildRequests: `rebuild` typed while a watch supervises the cluster is handed to it as a
@@ -18,22 +20,22 @@ import (
 func TestRebuildRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, key, get := requestCluster(t, ctx, "rebuild-req")
-	w := &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: "watch-b"}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: 2}
+	c, key, get := clustertest.RequestCluster(t, ctx, env, "rebuild-req")
+	w := &watcher{s: &Supervisor{Runner: orchestrate.Runner{Kube: c, Holder: "watch-b"}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: 2}
 	later := metav1.NewTime(time.Now().Add(time.Hour))
 	post := func(req v1.Request) *v1.Request {
 		t.Helper()
 		req.By, req.At, req.Deadline = "tester", metav1.Now(), &later
-		if err := PostRequest(ctx, c, key, req); err != nil {
+		if err := orchestrate.PostRequest(ctx, c, key, req); err != nil {
 			t.Fatal(err)
 		}
 		return &req
 	}
 
-	done := post(v1.Request{ID: "r1", Type: RequestRebuild, Instance: "rebuild-req-2"})
-	if err := UpdateStatus(ctx, c, get(), func(s *v1.MysqlClusterStatus) error {
-		s.Request = &v1.RequestStatus{ID: "r1", Type: RequestRebuild, State: v1.RequestAccepted, Holder: "watch-dead", Epoch: 1, AcceptedAt: metav1.Now()}
-		s.History = []v1.OperationRecord{{ID: "rebuild-1", RequestID: "r1", Type: OperationRebuild, Result: "Succeeded", Message: "rebuild-req-2 rebuilt", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+	done := post(v1.Request{ID: "r1", Type: orchestrate.RequestRebuild, Instance: "rebuild-req-2"})
+	if err := orchestrate.UpdateStatus(ctx, c, get(), func(s *v1.MysqlClusterStatus) error {
+		s.Request = &v1.RequestStatus{ID: "r1", Type: orchestrate.RequestRebuild, State: v1.RequestAccepted, Holder: "watch-dead", Epoch: 1, AcceptedAt: metav1.Now()}
+		s.History = []v1.OperationRecord{{ID: "rebuild-1", RequestID: "r1", Type: orchestrate.OperationRebuild, Result: "Succeeded", Message: "rebuild-req-2 rebuilt", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestRebuildRequests(t *testing.T) {
 		t.Fatalf("a finished rebuild's request was not answered from the history: request %+v, operation %+v, %d history records", r, cur.Status.Operation, len(cur.Status.History))
 	}
 
-	nameless := post(v1.Request{ID: "r2", Type: RequestRebuild})
+	nameless := post(v1.Request{ID: "r2", Type: orchestrate.RequestRebuild})
 	if err := w.serveRequest(ctx, get(), nameless, nil); err != nil {
 		t.Fatal(err)
 	}

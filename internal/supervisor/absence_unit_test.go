@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -53,7 +54,7 @@ func TestSighting(t *testing.T) {
 func TestRecordAbsent(t *testing.T) {
 	since := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := &v1.MysqlClusterStatus{AbsentInstances: []v1.AbsentInstance{{Name: "db-2", Since: since, Bound: "0-1-7", Reason: "old"}}}
-	names := recordAbsent(s, map[string]string{"db-2": "refused", "db-1": "refused"}, map[string]string{"db-2": "0-1-9"}, "converge-1", since.Add(time.Hour))
+	names := orchestrate.RecordAbsent(s, map[string]string{"db-2": "refused", "db-1": "refused"}, map[string]string{"db-2": "0-1-9"}, "converge-1", since.Add(time.Hour))
 	if strings.Join(names, ",") != "db-1,db-2" {
 		t.Errorf("names %v", names)
 	}
@@ -67,7 +68,7 @@ func TestRecordAbsent(t *testing.T) {
 }
 
 func TestAbsentPassed(t *testing.T) {
-	got := absentPassed([]string{
+	got := orchestrate.AbsentPassed([]string{
 		"db-1: safe, but less advanced or later in order",
 		"db-2: absent since 2026-01-01T00:00:00Z, cannot be observed; harmless: the candidate holds its recorded bound 0-1-7,1-2-3, so it holds nothing the candidate lacks",
 		"db-3: absent since 2026-01-01T00:00:00Z, cannot be observed; no bound recorded on what it received",

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -37,7 +38,7 @@ func reseedCandidate(c *v1.MysqlCluster) (v1.ErrantInstance, failover.PrimaryCha
 func newestPrimaryChange(c *v1.MysqlCluster) (failover.PrimaryChange, bool) {
 	for _, h := range c.Status.History {
 		switch h.Type {
-		case OperationFailover, OperationSwitchover, OperationUpgrade, OperationBootstrap:
+		case orchestrate.OperationFailover, orchestrate.OperationSwitchover, orchestrate.OperationUpgrade, orchestrate.OperationBootstrap:
 			ch := failover.PrimaryChange{Type: h.Type, Result: h.Result, FormerPrimary: h.FormerPrimary, Lost: h.TransactionsLost}
 			if h.FormerPrimarySeenAt != nil && h.UnacknowledgedUntil != nil {
 				ch.SeenAt, ch.Until = h.FormerPrimarySeenAt.Time, h.UnacknowledgedUntil.Time
@@ -61,7 +62,7 @@ func (w *watcher) ownCheck(ch failover.PrimaryChange) failover.PrimaryChange {
 	if pc != nil {
 		d = pc.at.Sub(ch.CheckedAt)
 	}
-	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second || clockStopped(pc.at, w.s.Runner.now()) {
+	if pc == nil || pc.primary != ch.FormerPrimary || ch.CheckedAt.IsZero() || d <= -time.Second || d >= time.Second || clockStopped(pc.at, w.s.Runner.Clock()) {
 		ch.CheckedAt, ch.CheckedStart, ch.Written = time.Time{}, time.Time{}, nil
 		return ch
 	}
@@ -86,19 +87,19 @@ func clocksDisagree(mono, wall time.Duration) bool {
 
 // proveTail observes every member and judges whether the quarantined instance e holds exactly
 // the unacknowledged tail its crash left (failover.ProveUnacknowledgedTail).
-func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantInstance, ch failover.PrimaryChange) (failover.TailProof, error) {
-	pods, err := r.pods(ctx, c)
+func proveTail(ctx context.Context, r *orchestrate.Runner, c *v1.MysqlCluster, e v1.ErrantInstance, ch failover.PrimaryChange) (failover.TailProof, error) {
+	pods, err := r.Pods(ctx, c)
 	if err != nil {
 		return failover.TailProof{}, err
 	}
-	creds, err := r.credentials(ctx, c)
+	creds, err := r.Credentials(ctx, c)
 	if err != nil {
 		return failover.TailProof{}, err
 	}
 	in := failover.TailInput{Change: ch, Recorded: e.ErrantGTIDs, OthersStarted: map[string]time.Time{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for ord := int32(0); ord < memberCount(c); ord++ {
+	for ord := int32(0); ord < orchestrate.MemberCount(c); ord++ {
 		p := pods[ord]
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		if p == nil || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
@@ -108,7 +109,7 @@ func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantI
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, started, ok := r.observeForTail(ctx, p, creds)
+			s, started, ok := observeForTail(ctx, r, p, creds)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -139,21 +140,21 @@ func (r *Runner) proveTail(ctx context.Context, c *v1.MysqlCluster, e v1.ErrantI
 
 // observeForTail observes one member, and when its server started (zero when its uptime could
 // not be read); ok is false when it could not be observed fully.
-func (r *Runner) observeForTail(ctx context.Context, p *corev1.Pod, creds credentials) (topology.Snapshot, time.Time, bool) {
+func observeForTail(ctx context.Context, r *orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials) (topology.Snapshot, time.Time, bool) {
 	cctx, cancel := context.WithTimeout(ctx, tailObserveTimeout)
 	defer cancel()
-	in, err := r.connect(cctx, p, topology.Credentials{User: "root", Password: creds.root})
+	in, err := r.ConnectGuarded(cctx, p, topology.Credentials{User: "root", Password: creds.Root})
 	if err != nil {
 		return topology.Snapshot{}, time.Time{}, false
 	}
 	defer func() { _ = in.Close() }()
-	s := in.Observe(cctx, topology.ObserveOptions{Now: r.now, Timeout: tailObserveTimeout, Secrets: []string{string(creds.root)}})
+	s := in.Observe(cctx, topology.ObserveOptions{Now: r.Clock, Timeout: tailObserveTimeout, Secrets: []string{string(creds.Root)}})
 	if !s.Complete() {
 		return s, time.Time{}, false
 	}
 	var started time.Time
 	if up, err := in.Uptime(cctx); err == nil {
-		started = r.now().Add(-up)
+		started = r.Clock().Add(-up)
 	}
 	return s, started, true
 }
@@ -170,7 +171,7 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 	}
 	ch = w.ownCheck(ch)
 	obs := w.observer()
-	if _, err := obs.proveTail(ctx, c, e, ch); err != nil {
+	if _, err := proveTail(ctx, &obs, c, e, ch); err != nil {
 		// Once per reason (its times vary by a second from one look to the next).
 		if key := stamps.ReplaceAllString(err.Error(), "T"); key != w.reseedRefused {
 			w.reseedRefused = key
@@ -181,7 +182,7 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 	w.reseedRefused = ""
 	began := false
 	err := w.cancellable(ctx, func(rctx context.Context) error {
-		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
+		return w.withLease(rctx, c, false, func(ctx context.Context, r *orchestrate.Runner) error {
 			cur := &v1.MysqlCluster{}
 			if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 				return err
@@ -191,13 +192,13 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 			if !ok || cur.Status.Operation != nil || cur.Status.CurrentPrimary != c.Status.CurrentPrimary || cur.Spec.Paused {
 				return nil // changed while the Lease was taken
 			}
-			proof, err := r.proveTail(ctx, cur, e, ch)
+			proof, err := proveTail(ctx, r, cur, e, ch)
 			if err != nil {
 				return nil //nolint:nilerr // reported by the next look, without the Lease
 			}
 			began = true
 			w.report(Transition{Action: "rebuild", Primary: cur.Status.CurrentPrimary, Reason: fmt.Sprintf("rebuilding %s, discarding %s: %s", e.Name, proof.Discard, strings.Join(proof.Evidence, "; "))})
-			if err := r.Rebuild(ctx, w.key, RebuildOptions{Instance: e.Name, Discard: &proof}); err != nil {
+			if err := r.Rebuild(ctx, w.key, orchestrate.RebuildOptions{Instance: e.Name, Discard: &proof}); err != nil {
 				return err
 			}
 			w.report(Transition{Action: "rebuild", Primary: cur.Status.CurrentPrimary, Reason: e.Name + " rebuilt: it replicates again"})
@@ -212,12 +213,12 @@ func (w *watcher) reseedTail(ctx context.Context, c *v1.MysqlCluster) (bool, err
 // stopped on a failure of its own waits for a person ('resume' once fixed, or 'abort').
 func resumableReseed(c *v1.MysqlCluster) bool {
 	sc := c.Status.Scale
-	if c.Status.Operation != nil || sc == nil || sc.Action != scaleRebuild || sc.Discard == "" ||
+	if c.Status.Operation != nil || sc == nil || sc.Action != orchestrate.ScaleRebuild || sc.Discard == "" ||
 		!c.Spec.Failover.AutoEnabled() || !c.Spec.Failover.ReseedEnabled() || c.Spec.Paused {
 		return false
 	}
 	for _, h := range c.Status.History {
-		if h.Type == OperationRebuild {
+		if h.Type == orchestrate.OperationRebuild {
 			return h.Result == "Superseded" && h.ID == sc.ID
 		}
 	}
@@ -231,19 +232,19 @@ var stamps = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 // resumableReseed): left recorded, it would keep every converge away. A person's stopped
 // rebuild, or one stopped on a failure of its own, is theirs to resume.
 func (w *watcher) resumeReseed(ctx context.Context, c *v1.MysqlCluster) (bool, error) {
-	if !resumableReseed(c) || w.s.Runner.now().Before(w.reseedRetry) {
+	if !resumableReseed(c) || w.s.Runner.Clock().Before(w.reseedRetry) {
 		return false, nil
 	}
 	sc := c.Status.Scale
 	err := w.cancellable(ctx, func(rctx context.Context) error {
-		return w.withLease(rctx, c, false, func(ctx context.Context, r *Runner) error {
-			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the re-seed of %s that stopped", scalePod(c, sc.Ordinal))})
-			return r.Rebuild(ctx, w.key, RebuildOptions{ResumeOnly: true})
+		return w.withLease(rctx, c, false, func(ctx context.Context, r *orchestrate.Runner) error {
+			w.report(Transition{Action: "rebuild", Primary: c.Status.CurrentPrimary, Reason: fmt.Sprintf("continuing the re-seed of %s that stopped", orchestrate.ScalePod(c, sc.Ordinal))})
+			return r.Rebuild(ctx, w.key, orchestrate.RebuildOptions{ResumeOnly: true})
 		})
 	})
 	if err != nil {
 		// Not again every round: each attempt takes the Lease over.
-		w.reseedRetry = w.s.Runner.now().Add(failoverBackoff(c))
+		w.reseedRetry = w.s.Runner.Clock().Add(failoverBackoff(c))
 	}
 	return true, err
 }

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -10,33 +10,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/testenv/clustertest"
 )
-
-// requestCluster creates a MysqlCluster (no pods: requests are status and annotations) in the
-// real API server and returns the client, its key and a getter of its current state.
-func requestCluster(t *testing.T, ctx context.Context, name string) (client.Client, client.ObjectKey, func() *v1.MysqlCluster) {
-	t.Helper()
-	c, _ := countingClient(t)
-	cluster := &v1.MysqlCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 3},
-	}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
-	return c, key, func() *v1.MysqlCluster {
-		t.Helper()
-		cur := &v1.MysqlCluster{}
-		if err := c.Get(ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		return cur
-	}
-}
 
 // TestRequestNeverRunTwice attacks the hand-over of requests against the real API server: a
 // watch that read a request and froze must not take it once it was withdrawn; a request whose
@@ -46,22 +24,22 @@ func requestCluster(t *testing.T, ctx context.Context, name string) (client.Clie
 func TestRequestNeverRunTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, key, get := requestCluster(t, ctx, "req")
+	c, key, get := clustertest.RequestCluster(t, ctx, env, "req")
 	epochs := map[string]int32{"watch-a": 1, "watch-b": 2} // watch-b took over from watch-a
 	watcherOf := func(holder string) *watcher {
-		return &watcher{s: &Supervisor{Runner: Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: epochs[holder]}
+		return &watcher{s: &Supervisor{Runner: orchestrate.Runner{Kube: c, Holder: holder}}, key: key, stopping: make(chan struct{}), wake: make(chan struct{}, 1), supEpoch: epochs[holder]}
 	}
 	setStatus := func(f func(*v1.MysqlClusterStatus)) {
 		t.Helper()
-		if err := UpdateStatus(ctx, c, get(), func(s *v1.MysqlClusterStatus) error { f(s); return nil }); err != nil {
+		if err := orchestrate.UpdateStatus(ctx, c, get(), func(s *v1.MysqlClusterStatus) error { f(s); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	post := func(id string, deadline time.Time) *v1.Request {
 		t.Helper()
 		d := metav1.NewTime(deadline)
-		req := v1.Request{ID: id, Type: RequestSwitchover, By: "tester", At: metav1.Now(), Deadline: &d}
-		if err := PostRequest(ctx, c, key, req); err != nil {
+		req := v1.Request{ID: id, Type: orchestrate.RequestSwitchover, By: "tester", At: metav1.Now(), Deadline: &d}
+		if err := orchestrate.PostRequest(ctx, c, key, req); err != nil {
 			t.Fatal(err)
 		}
 		return &req
@@ -71,7 +49,7 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	// 1. Read by a watch that then froze; withdrawn meanwhile; the thawed watch takes nothing.
 	q1 := post("q1", later)
 	stale := get()
-	if ok, err := WithdrawRequest(ctx, c, key, "q1"); err != nil || !ok {
+	if ok, err := orchestrate.WithdrawRequest(ctx, c, key, "q1"); err != nil || !ok {
 		t.Fatalf("withdraw q1: %v %v", ok, err)
 	}
 	if err := watcherOf("watch-a").serveRequest(ctx, stale, q1, nil); err != nil {
@@ -86,16 +64,16 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	post("q1b", later)
 	var armed atomic.Bool
 	armed.Store(true)
-	racing := wrappedClient(t, func(r *http.Request) {
+	racing := clustertest.WrappedClient(t, env, func(r *http.Request) {
 		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") && armed.CompareAndSwap(true, false) {
-			if ok, err := WithdrawRequest(context.Background(), c, key, "q1b"); err != nil || !ok {
+			if ok, err := orchestrate.WithdrawRequest(context.Background(), c, key, "q1b"); err != nil || !ok {
 				t.Errorf("withdraw q1b mid-write: %v %v", ok, err)
 			}
 		}
 	})
 	wr := watcherOf("watch-a")
 	wr.s.Runner.Kube = racing
-	if err := wr.accept(ctx, &v1.Request{ID: "q1b", Type: RequestSwitchover}); err == nil || armed.Load() {
+	if err := wr.accept(ctx, &v1.Request{ID: "q1b", Type: orchestrate.RequestSwitchover}); err == nil || armed.Load() {
 		t.Fatalf("accept of a request withdrawn mid-write: %v (race armed: %v)", err, armed.Load())
 	}
 	if cur := get(); cur.Status.Request != nil {
@@ -106,8 +84,8 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	// next one answers from the history and runs nothing.
 	q2 := post("q2", later)
 	setStatus(func(s *v1.MysqlClusterStatus) {
-		s.Request = &v1.RequestStatus{ID: "q2", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
-		s.History = []v1.OperationRecord{{ID: "switchover-1", RequestID: "q2", Type: OperationSwitchover, Result: "Succeeded", Message: "primary moved", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+		s.Request = &v1.RequestStatus{ID: "q2", Type: orchestrate.RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
+		s.History = []v1.OperationRecord{{ID: "switchover-1", RequestID: "q2", Type: orchestrate.OperationSwitchover, Result: "Succeeded", Message: "primary moved", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
 	})
 	if err := watcherOf("watch-b").serveRequest(ctx, get(), q2, nil); err != nil {
 		t.Fatal(err)
@@ -119,16 +97,16 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	if _, ok := cur.Annotations[v1.AnnotationRequest]; ok {
 		t.Errorf("the annotation stayed after q2 was answered")
 	}
-	if ok, err := WithdrawRequest(ctx, c, key, "q2"); err != nil || ok {
+	if ok, err := orchestrate.WithdrawRequest(ctx, c, key, "q2"); err != nil || ok {
 		t.Errorf("withdrawing an answered request: %v %v, want false", ok, err)
 	}
 
 	// 3. A supervisor that lost the request to another never records an outcome for it.
 	q3 := post("q3", later)
 	setStatus(func(s *v1.MysqlClusterStatus) {
-		s.Request = &v1.RequestStatus{ID: "q3", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-b", Epoch: 2, AcceptedAt: metav1.Now()}
+		s.Request = &v1.RequestStatus{ID: "q3", Type: orchestrate.RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-b", Epoch: 2, AcceptedAt: metav1.Now()}
 	})
-	if err := watcherOf("watch-a").answer(ctx, q3, ErrLeaseLost, ""); err != nil {
+	if err := watcherOf("watch-a").answer(ctx, q3, orchestrate.ErrLeaseLost, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Nor takes it back: watch-a's supervisor Lease is older than watch-b's.
@@ -139,10 +117,10 @@ func TestRequestNeverRunTwice(t *testing.T) {
 		t.Fatalf("a displaced supervisor overwrote q3: %+v (annotation %q)", cur.Status.Request, cur.Annotations[v1.AnnotationRequest])
 	}
 	// The requester, whose status.request was since replaced, still finds q2's outcome.
-	if rs, pending := RequestOutcome(get(), "q2"); rs == nil || rs.State != v1.RequestSucceeded || pending {
+	if rs, pending := orchestrate.RequestOutcome(get(), "q2"); rs == nil || rs.State != v1.RequestSucceeded || pending {
 		t.Errorf("q2's outcome after status.request moved on: %+v pending %v", rs, pending)
 	}
-	if ok, err := WithdrawRequest(ctx, c, key, "q3"); err != nil || ok {
+	if ok, err := orchestrate.WithdrawRequest(ctx, c, key, "q3"); err != nil || ok {
 		t.Errorf("withdrawing a taken request: %v %v, want false", ok, err)
 	}
 	if err := watcherOf("watch-b").clearRequest(ctx, "q3"); err != nil {
@@ -154,7 +132,7 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	if err := watcherOf("watch-b").serveRequest(ctx, get(), q4, nil); err != nil {
 		t.Fatal(err)
 	}
-	if r := get().Status.Request; r == nil || r.ID != "q4" || r.State != v1.RequestFailed || r.Outcome != OutcomeTimedOut || get().Status.Operation != nil {
+	if r := get().Status.Request; r == nil || r.ID != "q4" || r.State != v1.RequestFailed || r.Outcome != orchestrate.OutcomeTimedOut || get().Status.Operation != nil {
 		t.Fatalf("expired q4: %+v", r)
 	}
 
@@ -166,7 +144,7 @@ func TestRequestNeverRunTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		cur = get()
-		req, perr := requestOf(cur)
+		req, perr := orchestrate.RequestOf(cur)
 		if err := watcherOf("watch-b").serveRequest(ctx, cur, req, perr); err != nil {
 			t.Fatal(err)
 		}
@@ -179,12 +157,12 @@ func TestRequestNeverRunTwice(t *testing.T) {
 	// is gone: a supervisor started later finds nothing to carry out.
 	post("q7", later)
 	setStatus(func(s *v1.MysqlClusterStatus) {
-		s.Request = &v1.RequestStatus{ID: "q7", Type: RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
+		s.Request = &v1.RequestStatus{ID: "q7", Type: orchestrate.RequestSwitchover, State: v1.RequestAccepted, Holder: "watch-dead", AcceptedAt: metav1.Now()}
 	})
-	if ok, err := AbandonRequest(ctx, c, key, "q7"); err != nil || !ok {
+	if ok, err := orchestrate.AbandonRequest(ctx, c, key, "q7"); err != nil || !ok {
 		t.Fatalf("abandon q7: %v %v", ok, err)
 	}
-	if _, pending := RequestOutcome(get(), "q7"); pending {
+	if _, pending := orchestrate.RequestOutcome(get(), "q7"); pending {
 		t.Errorf("q7 still pending after it was abandoned")
 	}
 	// An annotation claiming the reserved ID is an invalid request, answered and removed.
@@ -194,15 +172,15 @@ func TestRequestNeverRunTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur = get()
-	req, perr := requestOf(cur)
+	req, perr := orchestrate.RequestOf(cur)
 	if err := watcherOf("watch-b").serveRequest(ctx, cur, req, perr); err != nil || get().Annotations[v1.AnnotationRequest] != "" {
 		t.Fatalf("the reserved request ID stayed: %v %q", err, get().Annotations[v1.AnnotationRequest])
 	}
 
 	// 7. A second request while one waits is refused, naming the first.
 	post("q5", later)
-	b, _ := json.Marshal(v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()})
-	if err := PostRequest(ctx, c, key, v1.Request{ID: "q6", Type: RequestFailover, At: metav1.Now()}); err == nil {
+	b, _ := json.Marshal(v1.Request{ID: "q6", Type: orchestrate.RequestFailover, At: metav1.Now()})
+	if err := orchestrate.PostRequest(ctx, c, key, v1.Request{ID: "q6", Type: orchestrate.RequestFailover, At: metav1.Now()}); err == nil {
 		t.Errorf("a second request %s was accepted while q5 waits", b)
 	}
 }

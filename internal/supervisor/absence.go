@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
@@ -32,36 +33,27 @@ type primaryBound struct {
 // readPrimaryBound lists the primary's connected replicas and then reads its position, in that
 // order: whatever a replica listed, or not listed, had received is within the position read
 // after the list.
-func (w *watcher) readPrimaryBound(ctx context.Context, obs Runner, pod *corev1.Pod, creds credentials) primaryBound {
-	b := primaryBound{at: obs.now()}
+func (w *watcher) readPrimaryBound(ctx context.Context, obs orchestrate.Runner, pod *corev1.Pod, creds orchestrate.Credentials) primaryBound {
+	b := primaryBound{at: obs.Clock()}
 	if pod == nil || pod.Status.PodIP == "" {
 		return b
 	}
 	ctx, cancel := context.WithTimeout(ctx, absenceTimeout)
 	defer cancel()
-	ss := obs.openSessions(ctx, []instance{{pod: pod}}, creds)
-	defer ss.close()
-	in, err := ss.connect(pod.Name)
+	ss := obs.OpenSessions(ctx, []orchestrate.Instance{{Pod: pod}}, creds)
+	defer ss.Close()
+	in, err := ss.Connect(pod.Name)
 	if err != nil {
 		return b
 	}
 	ids, err := in.ReplicaServerIDs(ctx)
 	b.connected, b.listed = ids, err == nil
-	ps, err := ss.observe(pod.Name)
+	ps, err := ss.Observe(pod.Name)
 	if err != nil {
 		return b
 	}
-	b.pos, b.at = boundOf(ps), obs.now()
+	b.pos, b.at = orchestrate.BoundOf(ps), obs.Clock()
 	return b
-}
-
-// boundOf is the position a primary serves its replicas: gtid_binlog_pos on MariaDB (what its
-// binary log holds), gtid_executed on MySQL.
-func boundOf(s topology.Snapshot) string {
-	if s.Flavor.IsMariaDB() {
-		return s.GTID.BinlogPos.String()
-	}
-	return s.GTID.Executed.String()
 }
 
 // sighting is what the pass saw of one member other than the primary. id is the member's
@@ -87,7 +79,7 @@ func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps ma
 		w.absence, w.serverIDs = map[string]failover.Tracked{}, map[string]uint32{}
 	}
 	var want []v1.AbsentInstance
-	for ord := range memberCount(c) {
+	for ord := range orchestrate.MemberCount(c) {
 		name := fmt.Sprintf("%s-%d", c.Name, ord)
 		if name == c.Status.CurrentPrimary {
 			delete(w.absence, name) // a primary is judged by the checks, not bounded
@@ -102,7 +94,7 @@ func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps ma
 			w.serverIDs[name] = s.ServerID
 		}
 		t := failover.NextAbsence(prev, sighting(c, name, s, up, details[name], b, w.serverIDs[name]))
-		if !up && recordedAbsent(c, name) {
+		if !up && orchestrate.RecordedAbsent(c, name) {
 			t.Misses = max(t.Misses, failover.AbsentAfter) // recorded by a converge that left it out
 		}
 		w.absence[name] = t
@@ -113,14 +105,14 @@ func (w *watcher) trackAbsence(ctx context.Context, c *v1.MysqlCluster, snaps ma
 	if absentEqual(c.Status.AbsentInstances, want) {
 		return
 	}
-	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+	err := orchestrate.UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		// Written only by the supervisor that holds its Lease, and never under an operation
 		// but a converge: a failover reads these bounds, and a stale pass must not lower them.
 		if err := w.supGuard("record absent members"); err != nil {
 			return err
 		}
-		if s.Operation != nil && s.Operation.Type != OperationConverge {
-			return errLostRace
+		if s.Operation != nil && s.Operation.Type != orchestrate.OperationConverge {
+			return orchestrate.ErrLostRace
 		}
 		s.AbsentInstances = want
 		return nil
@@ -166,7 +158,7 @@ func absentRecord(c *v1.MysqlCluster, name string, t failover.Tracked) v1.Absent
 			a.Since, a.Reason = r.Since, r.Reason
 			if t.Bound != "" && r.Bound == "" {
 				// A converge recorded it without a bound: this pass knows one.
-				a.Reason, _, _ = strings.Cut(r.Reason, "; "+noBoundYet)
+				a.Reason, _, _ = strings.Cut(r.Reason, "; "+orchestrate.NoBoundYet)
 				a.Reason += "; bound: the primary's position read after it was last able to receive"
 			}
 		}
@@ -179,18 +171,4 @@ func absentEqual(a, b []v1.AbsentInstance) bool {
 	return slices.EqualFunc(a, b, func(x, y v1.AbsentInstance) bool {
 		return x.Name == y.Name && x.Bound == y.Bound && x.Since.Equal(&y.Since) && x.ReceivingAt.Equal(y.ReceivingAt)
 	})
-}
-
-// absences are the recorded absent members as the election weighs them.
-func absences(c *v1.MysqlCluster) []failover.Absence {
-	var out []failover.Absence
-	for _, a := range c.Status.AbsentInstances {
-		out = append(out, failover.Absence{Name: a.Name, Bound: a.Bound, Since: a.Since.Time})
-	}
-	return out
-}
-
-// recordedAbsent reports whether the member is recorded absent.
-func recordedAbsent(c *v1.MysqlCluster, name string) bool {
-	return slices.ContainsFunc(c.Status.AbsentInstances, func(a v1.AbsentInstance) bool { return a.Name == name })
 }

@@ -1,4 +1,4 @@
-package orchestrate
+package supervisor
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
@@ -32,7 +33,7 @@ import (
 type Supervisor struct {
 	// Runner is the template of every action: Kube, Connect, Holder, Progress and test hooks.
 	// Each action runs on a copy that holds the Lease.
-	Runner Runner
+	Runner orchestrate.Runner
 	// Report, when set, is told every HA state change and every action.
 	Report func(Transition)
 	// Grace is how long a stopping supervisor lets the stage in hand finish (default 10s).
@@ -52,7 +53,7 @@ type Supervisor struct {
 	// ObserveConnect, when set, is how the supervisor's checks and observations reach the
 	// servers (a pooled connector: a check every second costs one round trip, not a new
 	// login). Actions and the sentinel session use Runner.Connect regardless.
-	ObserveConnect Connector
+	ObserveConnect orchestrate.Connector
 
 	secrets secretMemo
 
@@ -65,7 +66,7 @@ type Supervisor struct {
 // process stood by (not leading): Watch continues it, so that leases a dead leader stopped
 // renewing are taken once they have been seen unchanged for LeaseDuration, counted from when
 // the standby first saw them, not from when it began to lead.
-type prewatch struct{ sup, op *leaseObserver }
+type prewatch struct{ sup, op *orchestrate.LeaseObserver }
 
 // prewatchEvery is how often a standby reads each Lease it prewatches: two reads per cluster
 // per period, and a takeover at most this much later than a lease duration.
@@ -85,8 +86,8 @@ func (s *Supervisor) Prewatch(ctx context.Context, key client.ObjectKey) {
 	c := &v1.MysqlCluster{}
 	c.Namespace, c.Name = key.Namespace, key.Name
 	s.prewatches[key] = prewatch{
-		sup: observeLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: SupervisorLeaseName(c)}, prewatchEvery),
-		op:  observeLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: LeaseName(c)}, prewatchEvery),
+		sup: orchestrate.ObserveLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: orchestrate.SupervisorLeaseName(c)}, prewatchEvery),
+		op:  orchestrate.ObserveLeaseEvery(ctx, s.Runner.Kube, client.ObjectKey{Namespace: key.Namespace, Name: orchestrate.LeaseName(c)}, prewatchEvery),
 	}
 }
 
@@ -209,10 +210,10 @@ type watcher struct {
 	reseedRetry time.Time
 	// opSeen is the operation Lease as observed while the supervisor Lease was awaited: the
 	// first wait for it continues from there.
-	opSeen *observed
+	opSeen *orchestrate.Observed
 	// sup is the supervisor Lease this watcher supervises under, supEpoch its transition
 	// count: request records are written only while it is valid.
-	sup      *Lease
+	sup      *orchestrate.Lease
 	supEpoch int32
 	// unwritten are outcomes of requests carried out whose record could not be written yet.
 	unwritten map[string]answerOf
@@ -221,7 +222,7 @@ type watcher struct {
 	// serverIDs are the members' server_ids as the observation passes last saw them answer.
 	serverIDs map[string]uint32
 	// side writes the checks' Events and disruption budget updates off their path.
-	side *sidework
+	side *orchestrate.Sidework
 }
 
 // Watch supervises one cluster until ctx ends (then it lets the stage in hand finish, within
@@ -235,25 +236,25 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 		err := s.Runner.Kube.Get(ctx, key, c)
 		if err == nil {
 			var lctx context.Context
-			var lease *Lease
+			var lease *orchestrate.Lease
 			// While the supervisor Lease of a dead watch expires, the operation Lease (which
 			// that watch may have held too) is observed, so that its wait overlaps this one;
 			// both observations started already when this process stood by (Prewatch).
-			opts := LeaseOptions{Wait: true, Supervisor: true}
+			opts := orchestrate.LeaseOptions{Wait: true, Supervisor: true}
 			pre, prewatched := s.takePrewatch(key)
 			opLease := pre.op
 			if prewatched {
-				opts.seen = pre.sup.stop()
+				opts.Seen = pre.sup.Stop()
 			} else {
-				opLease = observeLease(ctx, s.Runner.Kube, client.ObjectKey{Namespace: c.Namespace, Name: LeaseName(c)})
+				opLease = orchestrate.ObserveLease(ctx, s.Runner.Kube, client.ObjectKey{Namespace: c.Namespace, Name: orchestrate.LeaseName(c)})
 			}
-			lctx, lease, err = AcquireLease(ctx, s.Runner.Kube, c, s.Runner.Holder, opts)
-			opSeen := opLease.stop()
+			lctx, lease, err = orchestrate.AcquireLease(ctx, s.Runner.Kube, c, s.Runner.Holder, opts)
+			opSeen := opLease.Stop()
 			if err == nil {
 				standby = ""
 				w := &watcher{s: s, key: key, stopping: lctx.Done(), wake: make(chan struct{}, 1), repairWake: make(chan struct{}, 1), opSeen: opSeen,
 					sup: lease, supEpoch: lease.Epoch, unwritten: map[string]answerOf{}}
-				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + SupervisorLeaseName(c) + ")"})
+				w.report(Transition{Action: "watch", Reason: "supervising (holding Lease " + orchestrate.SupervisorLeaseName(c) + ")"})
 				s.register(key, w)
 				s.observeSupervising(key, true)
 				deleted := w.supervise(lctx)
@@ -282,7 +283,7 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 			}
 			s.report(key, Transition{Action: action, Reason: err.Error()})
 		}
-		_ = sleepCtx(ctx, time.Second)
+		_ = orchestrate.SleepCtx(ctx, time.Second)
 	}
 	return nil
 }
@@ -316,13 +317,13 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	}()
 	// The repairer stops looking when ctx ends; a repair in hand gets the grace period, and
 	// Watch returns only after it has released what it holds.
-	w.side = startSidework()
-	defer w.side.stop()
+	w.side = orchestrate.StartSidework()
+	defer w.side.Stop()
 	// The budget as the status says now: a supervisor killed between an HA write and its
 	// budget update (side work) left it behind, and nothing else re-derives it until the
 	// state changes again.
-	w.side.do(ctx, func(ctx context.Context) {
-		_ = syncLivePDB(ctx, s.Runner.Kube, w.key)
+	w.side.Do(ctx, func(ctx context.Context) {
+		_ = orchestrate.SyncLivePDB(ctx, s.Runner.Kube, w.key)
 	})
 	var repairs sync.WaitGroup
 	repairs.Add(1)
@@ -334,7 +335,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	go func() { defer repairs.Done(); w.observeLoop(ctx) }()
 	defer repairs.Wait()
 	for ctx.Err() == nil {
-		began := w.s.Runner.now()
+		began := w.s.Runner.Clock()
 		next, err := w.tick(actx)
 		w.opSeen = nil // only the first tick continues the observation made while waiting
 		if turned != nil {
@@ -342,7 +343,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 			turned = nil
 		}
 		// Checks start an interval apart: a check that ran into its timeout used part of it.
-		next = max(next-w.s.Runner.now().Sub(began), 0)
+		next = max(next-w.s.Runner.Clock().Sub(began), 0)
 		if w.phase {
 			w.phase, next = false, upTo(next) // see phaseNext
 		}
@@ -361,8 +362,8 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-w.wake:
-			if gap := w.minGap - w.s.Runner.now().Sub(began); gap > 0 {
-				_ = sleepCtx(ctx, gap)
+			if gap := w.minGap - w.s.Runner.Clock().Sub(began); gap > 0 {
+				_ = orchestrate.SleepCtx(ctx, gap)
 			}
 		}
 		t.Stop()
@@ -372,7 +373,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 
 // watchSentinel keeps a sentinel session on the primary incarnation: when it ends early (the
 // server died and its socket closed), the next check starts at once.
-func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, creds credentials) {
+func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials) {
 	id := string(p.UID) + "/" + p.Status.PodIP
 	if w.sentinel == id && w.sentinelAlive.Load() {
 		return
@@ -385,7 +386,7 @@ func (w *watcher) watchSentinel(ctx context.Context, r Runner, p *corev1.Pod, cr
 	w.sentinelAlive.Store(true)
 	go func() {
 		defer w.sentinelAlive.Store(false)
-		in, err := r.connect(sctx, p, topology.Credentials{User: "root", Password: creds.root})
+		in, err := r.ConnectGuarded(sctx, p, topology.Credentials{User: "root", Password: creds.Root})
 		if err != nil {
 			return
 		}
@@ -431,7 +432,7 @@ func (s *Supervisor) report(key client.ObjectKey, t Transition) {
 		return
 	}
 	if t.Time.IsZero() {
-		t.Time = s.Runner.now()
+		t.Time = s.Runner.Clock()
 	}
 	t.Namespace, t.Cluster = key.Namespace, key.Name
 	s.Report(t)
@@ -459,35 +460,10 @@ func upTo(d time.Duration) time.Duration {
 	return rand.N(d)
 }
 
-func detectionInterval(c *v1.MysqlCluster) time.Duration {
-	if d := c.Spec.Failover.DetectionInterval; d != nil && d.Duration > 0 {
-		return d.Duration
-	}
-	return time.Second
-}
-
 // failoverBackoff is how long the supervisor waits after an automatic failover that ended
 // without a new primary before it may start another: the floor under failover.cooldown.
 func failoverBackoff(c *v1.MysqlCluster) time.Duration {
-	return max(30*time.Second, 10*detectionInterval(c))
-}
-
-func failoverCooldown(c *v1.MysqlCluster) time.Duration {
-	if d := c.Spec.Failover.Cooldown; d != nil {
-		return d.Duration
-	}
-	return 5 * time.Minute
-}
-
-func policyOf(c *v1.MysqlCluster) failover.Policy {
-	p := failover.Policy{
-		Threshold: int(c.Spec.Failover.FailureThreshold), Interval: detectionInterval(c),
-		Auto: c.Spec.Failover.Auto == nil || *c.Spec.Failover.Auto, Paused: c.Spec.Paused, Cooldown: failoverCooldown(c),
-	}
-	if h := c.Status.HA; h != nil && h.LastFailover != nil {
-		p.LastFailover = h.LastFailover.Time
-	}
-	return p
+	return max(30*time.Second, 10*orchestrate.DetectionInterval(c))
 }
 
 // observeOnly is the Lease of the supervisor's observations: they must never change a server.
@@ -505,20 +481,20 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	if err := obs.Kube.Get(ctx, w.key, c); err != nil {
 		return time.Second, err
 	}
-	interval := detectionInterval(c)
+	interval := orchestrate.DetectionInterval(c)
 	w.minGap = interval / 8
 	// A refused failover's streak (see failover) lasts only while the ticks keep checking.
 	blocked := w.blocked
 	w.blocked = false
-	if req, err := requestOf(c); req != nil || err != nil {
+	if req, err := orchestrate.RequestOf(c); req != nil || err != nil {
 		// A command run elsewhere handed its request to this supervisor. Failed checks of the
 		// primary are forgotten only when the request may have changed it.
-		if req != nil && (req.Type == RequestSwitchover || req.Type == RequestFailover) {
+		if req != nil && (req.Type == orchestrate.RequestSwitchover || req.Type == orchestrate.RequestFailover) {
 			w.checks = nil
 		}
 		return interval, w.serveRequest(ctx, c, req, err)
 	}
-	if op := c.Status.Operation; op != nil && (op.Type != OperationConverge || c.Spec.Paused) {
+	if op := c.Status.Operation; op != nil && (op.Type != orchestrate.OperationConverge || c.Spec.Paused) {
 		// A recorded converge never stops detection: the repairer continues it (cancellably)
 		// only while the primary answers, and a primary that dies meanwhile is failed over,
 		// superseding it. Resumed here, a converge that needs a dead primary would be retried
@@ -526,12 +502,12 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.checks = nil
 		return interval, w.resume(ctx, c, op)
 	}
-	if handoffPending(c) {
+	if orchestrate.HandoffPending(c) {
 		// An upgrade between its own stages, its handoff switchover not begun: the actor that
 		// recorded it may have died there.
 		up := c.Status.Upgrade
 		w.checks = nil
-		return interval, w.resume(ctx, c, &v1.OperationStatus{ID: up.ID, Type: OperationUpgrade, Stage: "handoff", Holder: "the upgrade's actor"})
+		return interval, w.resume(ctx, c, &v1.OperationStatus{ID: up.ID, Type: orchestrate.OperationUpgrade, Stage: "handoff", Holder: "the upgrade's actor"})
 	}
 	w.held, w.blocked = "", blocked
 	primary := c.Status.CurrentPrimary
@@ -541,26 +517,26 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	if !w.seeded {
 		w.seed(c)
 	}
-	v, err := obs.failoverView(ctx, c, primary)
+	v, err := obs.FailoverView(ctx, c, primary)
 	if err != nil {
 		return interval, err
 	}
-	creds, err := obs.credentials(ctx, c)
+	creds, err := obs.Credentials(ctx, c)
 	if err != nil {
 		return interval, err
 	}
 	// A check's timeout is shorter than the interval, so checks never pile up.
 	gap := 3 * interval
 	if w.blocked {
-		gap = max(gap, LeaseDuration) // each refused attempt waited for the Lease's holder
+		gap = max(gap, orchestrate.LeaseDuration) // each refused attempt waited for the Lease's holder
 	}
-	if n := len(w.checks); n > 0 && !w.checks[n-1].At.IsZero() && obs.now().Sub(w.checks[n-1].At) > gap {
+	if n := len(w.checks); n > 0 && !w.checks[n-1].At.IsZero() && obs.Clock().Sub(w.checks[n-1].At) > gap {
 		// Checks that old (this process was paused, or an operation ran meanwhile) no
 		// longer count as consecutive.
 		w.checks = nil
 	}
 	checkStart := time.Now()
-	ch, snap, refused := obs.checkPrimarySnapshot(ctx, v, creds, failover.CheckTimeout(interval))
+	ch, snap, refused := obs.CheckPrimarySnapshot(ctx, v, creds, failover.CheckTimeout(interval))
 	if refused != nil {
 		return interval, w.cannotCheck(ctx, c, ch, refused)
 	}
@@ -575,8 +551,8 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.lastWritable = ch.At
 		at := ch.At
 		w.answeredAt.Store(&at)
-		if fencesByReceivers(snap) && ch.UptimeKnown {
-			w.protected.Store(w.protected.Load().next(primary, ch.At, ch.At.Add(-ch.Uptime), writtenPos(snap)))
+		if orchestrate.FencesByReceivers(snap) && ch.UptimeKnown {
+			w.protected.Store(w.protected.Load().next(primary, ch.At, ch.At.Add(-ch.Uptime), orchestrate.BoundOf(snap)))
 		} else {
 			// The last check is what the tail proof rests on: an older protected one must not
 			// stand in for a primary now found unprotected.
@@ -588,30 +564,30 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	j := failover.Judgement{Verdict: failover.Alive}
 	if !ch.Reachable || !ch.Writable {
-		ss := obs.openSessions(ctx, v.ready, creds)
-		members, _ := v.members(c, ss)
-		ss.close()
-		j = failover.Judge(primary, v.oldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
-	} else if p := v.pods[primary]; p != nil {
+		ss := obs.OpenSessions(ctx, v.Ready, creds)
+		members, _ := v.Members(c, ss)
+		ss.Close()
+		j = failover.Judge(primary, v.OldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
+	} else if p := v.Pods[primary]; p != nil {
 		w.watchSentinel(ctx, w.s.Runner, p, creds)
 		// The receiver fence's deadline counts from the last observation of the primary.
 		// Its writes prove this supervisor's Lease, as the HA writes do (supGuard).
 		refresh := w.s.Runner
-		refresh.Lease, refresh.supervisorGuard = nil, w.supGuard
+		refresh.Lease, refresh.SupervisorGuard = nil, w.supGuard
 		// A primary that now protects less than recorded (a person lowered the semi-sync
 		// timeout or turned it off) is recorded so at once: a failover's receiver-fence
 		// deadline must never outlast what the server does.
-		if err := refresh.recordWeakened(ctx, c, primary, snap); err != nil {
+		if err := refresh.RecordWeakened(ctx, c, primary, snap); err != nil {
 			w.report(Transition{Action: "record", Primary: primary, Reason: "recording the weakened semi-sync protection: " + err.Error()})
 		}
 		// Every minute: a supervisor started later (or this one, after it re-took its Lease)
 		// learns from it when the primary was last writable.
-		_ = refresh.refreshPrimarySeen(ctx, c, p, creds, time.Minute)
+		_ = refresh.RefreshPrimarySeen(ctx, c, p, creds, time.Minute)
 	}
-	p := policyOf(c)
+	p := orchestrate.PolicyOf(c)
 	p.LastWritable = w.lastWritable
-	a := failover.Assess(c.Name, w.checks, j, p, obs.now())
-	if a.Failover && obs.now().Before(w.backoff) {
+	a := failover.Assess(c.Name, w.checks, j, p, obs.Clock())
+	if a.Failover && obs.Clock().Before(w.backoff) {
 		a.Failover = false
 		a.Reason += fmt.Sprintf("; an automatic failover ended without a new primary moments ago: next attempt after %s", w.backoff.UTC().Format(time.RFC3339))
 	}
@@ -619,7 +595,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		return interval, err
 	}
 	if a.Reopen {
-		at := obs.now()
+		at := obs.Clock()
 		w.reopenAt.Store(&at)
 		w.poke() // the repairer reopens it now
 	}
@@ -630,7 +606,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 	}
 	if o := w.s.Observer; o != nil && !w.blocked { // decided once, not at every refused attempt
 		if n := failover.FailedChecks(w.checks); n > 0 && n <= len(w.checks) {
-			o.Decided(w.key, obs.now().Sub(w.checks[len(w.checks)-n].At))
+			o.Decided(w.key, obs.Clock().Sub(w.checks[len(w.checks)-n].At))
 		}
 	}
 	started, err := w.failover(ctx, c, j.Verdict == failover.Dead)
@@ -662,7 +638,7 @@ func (w *watcher) seed(c *v1.MysqlCluster) {
 	// Only a count that is still current: an earlier supervisor's checks of minutes ago say
 	// nothing about the primary now.
 	at := h.LastFailedCheck.Time
-	if w.s.Runner.now().Sub(at) > 3*detectionInterval(c) {
+	if w.s.Runner.Clock().Sub(at) > 3*orchestrate.DetectionInterval(c) {
 		return
 	}
 	for range min(int(h.FailedChecks), 100) {
@@ -689,24 +665,24 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		// the failover waits for the Lease and its last failed check is an interval old: then
 		// the record is kept fresh (a converge elsewhere gives way only to a supervisor seen
 		// rewriting it), also once the count stops growing at the 100 checks kept.
-		stale := waiting && failed > 0 && h.LastFailedCheck != nil && ch.At.Sub(h.LastFailedCheck.Time) >= max(detectionInterval(c), time.Second)
+		stale := waiting && failed > 0 && h.LastFailedCheck != nil && ch.At.Sub(h.LastFailedCheck.Time) >= max(orchestrate.DetectionInterval(c), time.Second)
 		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid && (waiting || h.WaitingForLease == nil) && !stale {
 			return nil
 		}
 	}
-	now := metav1.NewTime(w.s.Runner.now())
+	now := metav1.NewTime(w.s.Runner.Clock())
 	evidence := append([]string{a.Reason}, j.Evidence...)
 	// Written from the cluster as this check read it, with no read first (updateStatusFrom).
-	err := updateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+	err := orchestrate.UpdateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if err := w.supGuard("record the HA state " + a.State); err != nil {
 			return err
 		}
 		// An operation owns status.ha, except a converge: it never touches the primary's
 		// health, and the checks go on beside it (a person must see a primary that dies then).
-		if s.Operation != nil && s.Operation.Type != OperationConverge {
-			return errLostRace
+		if s.Operation != nil && s.Operation.Type != orchestrate.OperationConverge {
+			return orchestrate.ErrLostRace
 		}
-		s.HA = haState(s.HA, v1.HAState(a.State), now, evidence, JudgeWatch)
+		s.HA = orchestrate.NextHAStatus(s.HA, v1.HAState(a.State), now, evidence, orchestrate.JudgeWatch)
 		s.HA.FailedChecks, s.HA.SuspectedPodUID = failed, uid
 		if !waiting {
 			s.HA.WaitingForLease = nil
@@ -718,17 +694,17 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		}
 		d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded)
 		switch {
-		case a.State == failover.HADegraded && d != nil && d.Status == metav1.ConditionTrue && d.Reason != reasonFailoverWithheld:
+		case a.State == failover.HADegraded && d != nil && d.Status == metav1.ConditionTrue && d.Reason != orchestrate.ReasonFailoverWithheld:
 			s.Phase = v1.PhaseDegraded // already Degraded for another reason: that reason stays
 		case a.State == failover.HADegraded:
 			s.Phase = v1.PhaseDegraded
-			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: a.Reason})
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: orchestrate.ReasonFailoverWithheld, Message: a.Reason})
 		case a.State == failover.HAHealthy:
-			clearWithheld(s, a.Reason)
+			orchestrate.ClearWithheld(s, a.Reason)
 		}
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, orchestrate.ErrLostRace) {
 		return nil // an operation began meanwhile: it owns status.ha now
 	}
 	if err != nil || prev == a.State {
@@ -737,43 +713,32 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	// The disruption budget follows health: one eviction allowed only while Healthy. It and
 	// the Event are written off the checks' path, in order.
 	written := c.DeepCopy()
-	w.side.do(ctx, func(ctx context.Context) {
-		if perr := syncLivePDB(ctx, w.s.Runner.Kube, w.key); perr != nil {
+	w.side.Do(ctx, func(ctx context.Context) {
+		if perr := orchestrate.SyncLivePDB(ctx, w.s.Runner.Kube, w.key); perr != nil {
 			w.report(Transition{Action: "error", Reason: "updating the PodDisruptionBudget: " + perr.Error()})
 		}
-		w.s.Runner.event(ctx, written, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
+		w.s.Runner.Event(ctx, written, a.State != failover.HAHealthy, "HA"+a.State, a.Reason)
 	})
 	w.report(Transition{From: prev, To: a.State, Primary: c.Status.CurrentPrimary, Reason: a.Reason})
 	return nil
 }
 
-const reasonFailoverWithheld = "AutomaticFailoverWithheld"
-
-// clearWithheld ends the Degraded condition of an automatic failover withheld, once the primary
-// is judged healthy (msg says how).
-func clearWithheld(s *v1.MysqlClusterStatus, msg string) {
-	if d := meta.FindStatusCondition(s.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && d.Reason == reasonFailoverWithheld {
-		s.Phase = v1.PhaseRunning
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "PrimaryHealthy", Message: msg})
-	}
-}
-
 // withLease runs fn on a copy of the template Runner that holds the cluster's Lease. wait says
 // whether to wait for a holder that stopped renewing (to continue its operation) or to give up
 // at once when the cluster is held.
-func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, fn func(context.Context, *Runner) error) error {
-	opts := LeaseOptions{Wait: wait}
+func (w *watcher) withLease(ctx context.Context, c *v1.MysqlCluster, wait bool, fn func(context.Context, *orchestrate.Runner) error) error {
+	opts := orchestrate.LeaseOptions{Wait: wait}
 	if wait {
-		opts.seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
+		opts.Seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
 	}
 	return w.withLeaseOpts(ctx, c, opts, fn)
 }
 
 // withLeaseOpts is withLease with the Lease options given: the repairer waits for a dead
 // holder without the tick's observation in hand.
-func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts LeaseOptions, fn func(context.Context, *Runner) error) error {
+func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts orchestrate.LeaseOptions, fn func(context.Context, *orchestrate.Runner) error) error {
 	r := w.s.Runner
-	lctx, lease, err := AcquireLease(ctx, r.Kube, c, r.Holder, opts)
+	lctx, lease, err := orchestrate.AcquireLease(ctx, r.Kube, c, r.Holder, opts)
 	if err != nil {
 		return errNotAcquired{err}
 	}
@@ -790,7 +755,7 @@ func (w *watcher) withLeaseOpts(ctx context.Context, c *v1.MysqlCluster, opts Le
 // new primary is not retried automatically inside the cooldown: the cluster is Degraded with
 // what a person can do.
 func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (bool, error) {
-	started := w.s.Runner.now()
+	started := w.s.Runner.Clock()
 	w.failing.Store(true)
 	defer w.failing.Store(false)
 	w.stopRepair()
@@ -804,11 +769,11 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	// A holder that releases the Lease meanwhile (a converge giving way) hands it over: the
 	// failover judges the primary again once it holds it.
 	// Only for a dead primary: one that answers read-only is reopened by the converge.
-	opts := LeaseOptions{Wait: c.Status.Operation != nil, TakeReleased: dead}
+	opts := orchestrate.LeaseOptions{Wait: c.Status.Operation != nil, TakeReleased: dead}
 	if opts.Wait {
-		opts.seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
+		opts.Seen, w.opSeen = w.opSeen, nil // the tick's own observation (see opSeen)
 	}
-	err := w.withLeaseOpts(ctx, c, opts, func(ctx context.Context, r *Runner) error {
+	err := w.withLeaseOpts(ctx, c, opts, func(ctx context.Context, r *orchestrate.Runner) error {
 		// Judged again under the Lease: whoever held it meanwhile (an apply, a person's
 		// failover) may have paused the cluster, turned automatic failover off or moved the
 		// primary.
@@ -816,12 +781,12 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 			return err
 		}
-		if p := policyOf(cur); p.Paused || !p.Auto || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
+		if p := orchestrate.PolicyOf(cur); p.Paused || !p.Auto || cur.Status.CurrentPrimary != c.Status.CurrentPrimary {
 			return errNoLongerCalledFor
 		}
 		pc := w.checkedProtected(c.Status.CurrentPrimary)
 		w.failedOver.Store(&pc)
-		return r.Failover(ctx, w.key, FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, PrimaryCheckedGTID: pc.pos(), read: cur})
+		return r.Failover(ctx, w.key, orchestrate.FailoverOptions{Detected: w.checks, DetectedAt: w.checkedAt, DetectedPrimary: c.Status.CurrentPrimary, Automatic: true, PrimaryCheckedAt: pc.at, PrimaryStartedAt: pc.started, PrimaryCheckedGTID: pc.pos(), Read: cur})
 	})
 	if errors.Is(err, errNoLongerCalledFor) {
 		w.report(Transition{Action: "failover", Reason: "not started: " + err.Error()})
@@ -853,15 +818,15 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		return true, errors.Join(err, gerr)
 	}
 	if err == nil {
-		w.report(Transition{Action: "failover", Primary: after.Status.CurrentPrimary, Reason: "failover succeeded: " + lastMessage(after, OperationFailover)})
+		w.report(Transition{Action: "failover", Primary: after.Status.CurrentPrimary, Reason: "failover succeeded: " + orchestrate.LastMessage(after, orchestrate.OperationFailover)})
 		return true, nil
 	}
 	w.report(Transition{Action: "failover", Reason: "failover did not complete: " + err.Error()})
 	if op := after.Status.Operation; op != nil {
-		if op.Type == OperationConverge && errors.Is(err, outcome.ErrUnsafe) {
+		if op.Type == orchestrate.OperationConverge && errors.Is(err, outcome.ErrUnsafe) {
 			// The converge could not be superseded (the primary is not proven dead): the
 			// checks go on, and the next attempt waits as after a refusal.
-			w.backoff = w.s.Runner.now().Add(failoverBackoff(c))
+			w.backoff = w.s.Runner.Clock().Add(failoverBackoff(c))
 		}
 		return true, nil // interrupted: the next tick resumes it
 	}
@@ -869,7 +834,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	// whatever the cooldown (0 included): a flapping view, or a fence that stays Blocked, must
 	// not churn status, labels and Events every interval. (An attempt that never began, an API
 	// error, is retried at the next tick.)
-	backoff := w.s.Runner.now().Add(failoverBackoff(c))
+	backoff := w.s.Runner.Clock().Add(failoverBackoff(c))
 	if (errors.Is(err, outcome.ErrUnsafe) || errors.Is(err, outcome.ErrConfig)) && (len(after.Status.History) == 0 || after.Status.History[0].FinishedAt.Time.Before(started.Truncate(time.Second))) {
 		// Refused at Confirming (the primary answered, or the replicas disagreed, or the path
 		// to the primary is refused by configuration): nothing was done.
@@ -880,7 +845,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 		return true, nil
 	}
 	if d := meta.FindStatusCondition(after.Status.Conditions, v1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue &&
-		d.Reason == reasonNewPrimaryLost && after.Status.CurrentPrimary != c.Status.CurrentPrimary && lostNewPrimaries(after, w.s.Runner.now()) < 2 {
+		d.Reason == orchestrate.ReasonNewPrimaryLost && after.Status.CurrentPrimary != c.Status.CurrentPrimary && lostNewPrimaries(after, w.s.Runner.Clock()) < 2 {
 		// The failover made a new primary, which then died before it was verified: a new
 		// failure of another instance, not the same one flapping. No floor and no cooldown: the
 		// next checks judge the new primary, and fail over again once they declare it dead.
@@ -890,7 +855,7 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 	// Failed (Degraded): the attempt also starts the cooldown, so a person decides what comes
 	// next.
 	for _, h := range after.Status.History {
-		if h.Type == OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
+		if h.Type == orchestrate.OperationFailover && !h.FinishedAt.Time.Before(started.Truncate(time.Second)) && h.Result != "Succeeded" {
 			w.backoff = backoff
 			return true, w.withhold(ctx, after, h.FinishedAt, "the automatic failover failed: "+h.Message)
 		}
@@ -902,9 +867,9 @@ func (w *watcher) failover(ctx context.Context, c *v1.MysqlCluster, dead bool) (
 // primary lost before it was verified.
 func lostNewPrimaries(c *v1.MysqlCluster, now time.Time) int {
 	n := 0
-	since := now.Add(-failoverCooldown(c))
+	since := now.Add(-orchestrate.FailoverCooldown(c))
 	for _, h := range c.Status.History {
-		if h.Result != "Succeeded" && h.FinishedAt.After(since) && strings.Contains(h.Message, newPrimaryLostMark) {
+		if h.Result != "Succeeded" && h.FinishedAt.After(since) && strings.Contains(h.Message, orchestrate.NewPrimaryLostMark) {
 			n++
 		}
 	}
@@ -946,15 +911,6 @@ func (pc *protectedCheck) next(primary string, at, started time.Time, pos string
 	return &protectedCheck{primary: primary, at: at, started: started, written: written}
 }
 
-// writtenPos is what the server has written to its binary log: gtid_binlog_pos on MariaDB,
-// gtid_executed on MySQL.
-func writtenPos(s topology.Snapshot) string {
-	if s.Flavor.IsMariaDB() {
-		return s.GTID.BinlogPos.String()
-	}
-	return s.GTID.Executed.String()
-}
-
 // checkedProtected is this supervisor's last check that found primary writable and protected by
 // semi-sync; zero when none did.
 func (w *watcher) checkedProtected(primary string) protectedCheck {
@@ -972,20 +928,20 @@ func (w *watcher) markWaiting(ctx context.Context, c *v1.MysqlCluster) error {
 	if h := c.Status.HA; h != nil && h.WaitingForLease != nil {
 		return nil
 	}
-	now := metav1.NewTime(w.s.Runner.now())
-	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+	now := metav1.NewTime(w.s.Runner.Clock())
+	err := orchestrate.UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if err := w.supGuard("record the wait for the Lease"); err != nil {
 			return err
 		}
-		if s.Operation != nil && s.Operation.Type != OperationConverge || s.HA == nil || s.HA.State != v1.HAFailoverRequired {
-			return errLostRace
+		if s.Operation != nil && s.Operation.Type != orchestrate.OperationConverge || s.HA == nil || s.HA.State != v1.HAFailoverRequired {
+			return orchestrate.ErrLostRace
 		}
 		if s.HA.WaitingForLease == nil {
 			s.HA.WaitingForLease = &now
 		}
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, orchestrate.ErrLostRace) {
 		return nil
 	}
 	return err
@@ -993,28 +949,28 @@ func (w *watcher) markWaiting(ctx context.Context, c *v1.MysqlCluster) error {
 
 // withhold records that automatic failover is withheld after a failed attempt.
 func (w *watcher) withhold(ctx context.Context, c *v1.MysqlCluster, at metav1.Time, why string) error {
-	hold := fmt.Sprintf("failover.cooldown (%s)", failoverCooldown(c))
-	if failoverCooldown(c) < failoverBackoff(c) {
-		hold = fmt.Sprintf("%s, the floor under failover.cooldown (%s)", failoverBackoff(c), failoverCooldown(c))
+	hold := fmt.Sprintf("failover.cooldown (%s)", orchestrate.FailoverCooldown(c))
+	if orchestrate.FailoverCooldown(c) < failoverBackoff(c) {
+		hold = fmt.Sprintf("%s, the floor under failover.cooldown (%s)", failoverBackoff(c), orchestrate.FailoverCooldown(c))
 	}
 	msg := fmt.Sprintf("%s; no automatic failover for %s: run 'mysqlctl failover %s' once a person has looked", why, hold, c.Name)
-	err := UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
+	err := orchestrate.UpdateStatus(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if err := w.supGuard("withhold automatic failover"); err != nil {
 			return err
 		}
 		if s.Operation != nil {
-			return errLostRace
+			return orchestrate.ErrLostRace
 		}
-		s.HA = haState(s.HA, v1.HADegraded, at, []string{msg}, JudgeWatch)
+		s.HA = orchestrate.NextHAStatus(s.HA, v1.HADegraded, at, []string{msg}, orchestrate.JudgeWatch)
 		s.HA.LastFailover = &at
 		s.Phase = v1.PhaseDegraded
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reasonFailoverWithheld, Message: msg})
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: orchestrate.ReasonFailoverWithheld, Message: msg})
 		return nil
 	})
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, orchestrate.ErrLostRace) {
 		return nil
 	}
-	w.s.Runner.event(ctx, c, true, "HA"+string(v1.HADegraded), msg)
+	w.s.Runner.Event(ctx, c, true, "HA"+string(v1.HADegraded), msg)
 	w.report(Transition{To: string(v1.HADegraded), Reason: msg})
 	return err
 }
@@ -1029,27 +985,27 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 			w.report(Transition{Action: "observe", Reason: fmt.Sprintf("spec.paused: the %s %s at stage %s is left for a person ('resume %s')", op.Type, op.ID, op.Stage, c.Name)})
 		}
 		return nil
-	case w.s.Runner.now().Sub(w.resumeFailed[key]) < time.Minute:
+	case w.s.Runner.Clock().Sub(w.resumeFailed[key]) < time.Minute:
 		return nil // refused moments ago at this very stage: not again every interval
 	}
 	w.act.Lock()
 	defer w.act.Unlock()
-	err := w.withLease(ctx, c, true, func(ctx context.Context, r *Runner) error {
+	err := w.withLease(ctx, c, true, func(ctx context.Context, r *orchestrate.Runner) error {
 		cur := &v1.MysqlCluster{}
 		if err := r.Kube.Get(ctx, w.key, cur); err != nil {
 			return err
 		}
 		op := cur.Status.Operation
-		if op == nil && handoffPending(cur) {
+		if op == nil && orchestrate.HandoffPending(cur) {
 			up := cur.Status.Upgrade
 			w.report(Transition{Action: "resume", Reason: fmt.Sprintf("continuing the upgrade %s: handing the primary over from %s to %s", up.ID, up.HandoffFrom, up.HandoffTo)})
-			return r.Upgrade(ctx, w.key, UpgradeOptions{ResumeOnly: true})
+			return r.Upgrade(ctx, w.key, orchestrate.UpgradeOptions{ResumeOnly: true})
 		}
 		if op == nil {
 			return nil // finished while the lease was awaited
 		}
 		w.report(Transition{Action: "resume", Reason: fmt.Sprintf("continuing the %s %s from stage %s (its holder %s stopped)", op.Type, op.ID, op.Stage, op.Holder)})
-		return r.continueRecorded(ctx, w.key, op)
+		return continueRecorded(ctx, r, w.key, op)
 	})
 	var na errNotAcquired
 	if errors.As(err, &na) {
@@ -1059,7 +1015,7 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		}
 		return nil
 	}
-	if err == nil || errors.Is(err, ErrStopped) {
+	if err == nil || errors.Is(err, orchestrate.ErrStopped) {
 		return nil
 	}
 	if errors.Is(err, outcome.ErrUnsafe) || errors.Is(err, outcome.ErrConfig) {
@@ -1068,35 +1024,35 @@ func (w *watcher) resume(ctx context.Context, c *v1.MysqlCluster, op *v1.Operati
 		if w.resumeFailed == nil {
 			w.resumeFailed = map[string]time.Time{}
 		}
-		w.resumeFailed[key] = w.s.Runner.now()
+		w.resumeFailed[key] = w.s.Runner.Clock()
 	}
 	return fmt.Errorf("resuming the %s %s: %w", op.Type, op.ID, err)
 }
 
 // continueRecorded continues the recorded operation from its stage.
-func (r *Runner) continueRecorded(ctx context.Context, key client.ObjectKey, op *v1.OperationStatus) error {
+func continueRecorded(ctx context.Context, r *orchestrate.Runner, key client.ObjectKey, op *v1.OperationStatus) error {
 	switch op.Type {
-	case OperationBootstrap:
+	case orchestrate.OperationBootstrap:
 		return r.Bootstrap(ctx, key)
-	case OperationConverge:
+	case orchestrate.OperationConverge:
 		return r.Converge(ctx, key)
-	case OperationSwitchover:
+	case orchestrate.OperationSwitchover:
 		c := &v1.MysqlCluster{}
 		if err := r.Kube.Get(ctx, key, c); err != nil {
 			return err
 		}
-		if isHandoff(c, op) {
-			return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true}) // the switchover, then the rest
+		if orchestrate.IsHandoff(c, op) {
+			return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: true}) // the switchover, then the rest
 		}
-		return r.Switchover(ctx, key, SwitchoverOptions{To: op.Target, ResumeOnly: true})
-	case OperationFailover:
-		return r.Failover(ctx, key, FailoverOptions{To: op.Target, ResumeOnly: true})
-	case OperationUpgrade:
-		return r.Upgrade(ctx, key, UpgradeOptions{ResumeOnly: true})
-	case OperationScale:
-		return r.Scale(ctx, key, ScaleOptions{ResumeOnly: true})
-	case OperationRebuild:
-		return r.Rebuild(ctx, key, RebuildOptions{ResumeOnly: true})
+		return r.Switchover(ctx, key, orchestrate.SwitchoverOptions{To: op.Target, ResumeOnly: true})
+	case orchestrate.OperationFailover:
+		return r.Failover(ctx, key, orchestrate.FailoverOptions{To: op.Target, ResumeOnly: true})
+	case orchestrate.OperationUpgrade:
+		return r.Upgrade(ctx, key, orchestrate.UpgradeOptions{ResumeOnly: true})
+	case orchestrate.OperationScale:
+		return r.Scale(ctx, key, orchestrate.ScaleOptions{ResumeOnly: true})
+	case orchestrate.OperationRebuild:
+		return r.Rebuild(ctx, key, orchestrate.RebuildOptions{ResumeOnly: true})
 	}
 	return fmt.Errorf("cannot resume a %q operation (recorded by a newer mysqlctl?)", op.Type)
 }
@@ -1106,13 +1062,3 @@ type errNotAcquired struct{ err error }
 
 func (e errNotAcquired) Error() string { return e.err.Error() }
 func (e errNotAcquired) Unwrap() error { return e.err }
-
-// lastMessage is the newest history message of the type.
-func lastMessage(c *v1.MysqlCluster, typ string) string {
-	for _, h := range c.Status.History {
-		if h.Type == typ {
-			return strings.TrimSpace(h.Message)
-		}
-	}
-	return ""
-}
