@@ -164,8 +164,12 @@ func printStatusHeader(ios *iostreams.IOStreams, cluster *v1.MysqlCluster, level
 		op += "; " + scaleLine(cluster, sc)
 	}
 	ha := haLine(cluster, judged, now)
+	backup, hasBackup := backupLine(cluster, now)
 	if !ios.IsStdoutTTY() {
 		fmt.Fprintf(ios.Out, "cluster\t%s\nphase\t%s\nverdict\t%s: %s\noperation\t%s\nha\t%s\n", cluster.Name, dash(string(cluster.Status.Phase)), level, verdict, op, ha)
+		if hasBackup {
+			fmt.Fprintf(ios.Out, "backup\t%s\n", backup)
+		}
 		judgedAt := ""
 		if judged.JudgedAt != nil {
 			judgedAt = judged.JudgedAt.UTC().Format(time.RFC3339)
@@ -183,7 +187,45 @@ func printStatusHeader(ios *iostreams.IOStreams, cluster *v1.MysqlCluster, level
 	}
 	fmt.Fprintf(ios.Out, "%s  %s  %s\n", st.Bold(cluster.Name), dash(string(cluster.Status.Phase)), styled(level+": "+verdict))
 	fmt.Fprintf(ios.Out, "%s %s\n", st.Faint("operation:"), op)
+	if hasBackup {
+		fmt.Fprintf(ios.Out, "%s %s\n", st.Faint("ha:"), ha)
+		fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("backup:"), backup)
+		return
+	}
 	fmt.Fprintf(ios.Out, "%s %s\n\n", st.Faint("ha:"), ha)
+}
+
+// backupLine describes the cluster's backups: the one running, the last that succeeded, and a
+// failure since. ok is false for a cluster that has no bucket and never had a backup.
+func backupLine(c *v1.MysqlCluster, now time.Time) (line string, ok bool) {
+	st := c.Status.Backup
+	if st == nil {
+		st = &v1.BackupStatus{}
+	}
+	if c.Spec.Backup == nil && st.Running == nil && st.Last == nil && st.LastFailure == nil {
+		return "", false
+	}
+	var parts []string
+	if r := st.Running; r != nil {
+		run := fmt.Sprintf("%s running for %s, stage %s", r.ID, ago(now, r.StartedAt.Time), r.Stage)
+		if r.Source != "" {
+			run += " from " + r.Source
+		}
+		if r.Message != "" {
+			run += ": " + r.Message
+		}
+		parts = append(parts, run)
+	}
+	if l := st.Last; l != nil {
+		parts = append(parts, fmt.Sprintf("last %s %s ago: %s stored from %s in %s, at GTID %s", l.ID, ago(now, l.FinishedAt.Time),
+			humanBytes(l.StoredBytes), dash(l.Source), l.FinishedAt.Sub(l.StartedAt.Time).Round(time.Second), dash(l.GTIDPosition)))
+	} else {
+		parts = append(parts, "no successful backup yet ('backup create "+c.Name+"' takes one)")
+	}
+	if f := st.LastFailure; f != nil && (st.Last == nil || f.FinishedAt.After(st.Last.FinishedAt.Time)) {
+		parts = append(parts, fmt.Sprintf("failed since: %s %s ago: %s", f.ID, ago(now, f.FinishedAt.Time), f.Message))
+	}
+	return strings.Join(parts, "; "), true
 }
 
 func podReadyCondition(p *corev1.Pod) bool {

@@ -280,6 +280,35 @@ func TestHALine(t *testing.T) {
 	}
 }
 
+// TestBackupLine: nothing for a cluster without a bucket or backups; otherwise the running backup,
+// the last success with its size, source, duration and position, and a failure newer than it.
+func TestBackupLine(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
+	c := &v1.MysqlCluster{}
+	c.Name = "demo"
+	if line, ok := backupLine(c, now); ok {
+		t.Errorf("a cluster without a bucket: %q", line)
+	}
+	c.Spec.Backup = &v1.BackupSpec{Bucket: "b"}
+	if line, _ := backupLine(c, now); line != "no successful backup yet ('backup create demo' takes one)" {
+		t.Errorf("no backup yet: %q", line)
+	}
+	c.Status.Backup = &v1.BackupStatus{
+		Running:     &v1.BackupRun{ID: "20261207-115800-ab12", Stage: "Copying", Source: "demo-2", StartedAt: at(2 * time.Minute)},
+		Last:        &v1.BackupRecord{ID: "20261206-115800-cd34", Source: "demo-2", GTIDPosition: "0-1-42", StartedAt: at(24*time.Hour + 9*time.Second), FinishedAt: at(24 * time.Hour), StoredBytes: 3 << 20},
+		LastFailure: &v1.BackupRecord{ID: "20261207-100000-ef56", FinishedAt: at(2 * time.Hour), Message: "the Job failed"},
+	}
+	want := "20261207-115800-ab12 running for 2m, stage Copying from demo-2; last 20261206-115800-cd34 24h ago: 3.0 MiB stored from demo-2 in 9s, at GTID 0-1-42; failed since: 20261207-100000-ef56 120m ago: the Job failed"
+	if line, _ := backupLine(c, now); line != want {
+		t.Errorf("backupLine =\n %q\nwant\n %q", line, want)
+	}
+	c.Status.Backup.LastFailure.FinishedAt = at(48 * time.Hour)
+	if line, _ := backupLine(c, now); strings.Contains(line, "failed since") {
+		t.Errorf("a failure older than the last success is shown: %q", line)
+	}
+}
+
 func TestScaleLine(t *testing.T) {
 	c := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
 	c.Status.Operation = &v1.OperationStatus{Type: "scale", Stage: "Seeding"}

@@ -72,6 +72,10 @@ var panels = []panel{
 		targets: [][2]string{
 			q(`max by (namespace, cluster, instance) (mysqlctl_instance_primary{`+sel+`}) == 1`, "{{cluster}} primary {{instance}}"),
 			q(`max by (namespace, cluster, instance) (mysqlctl_instance_up{`+sel+`})`, "{{cluster}} {{instance}} up")}},
+	{title: "Backup age", kind: "stat", unit: "s", w: 12, h: 6, help: "Seconds since each cluster's last successful backup finished (clusters that name a bucket), and backups running.",
+		targets: [][2]string{
+			q(`time() - max by (namespace, cluster) (mysqlctl_backup_last_success_timestamp_seconds{`+sel+`})`, "{{namespace}}/{{cluster}} last backup"),
+			q(`max by (namespace, cluster) (mysqlctl_backup_running{`+sel+`})`, "{{namespace}}/{{cluster}} running")}},
 	{title: "Supervision", kind: "stat", w: 12, h: 6, help: "Processes supervising each cluster (1 expected), and leaders of watch deployments.",
 		targets: [][2]string{
 			q(`sum by (namespace, cluster) (mysqlctl_cluster_supervised{`+sel+`})`, "{{namespace}}/{{cluster}} supervised by"),

@@ -35,6 +35,9 @@ type Recorder struct {
 	leader, supervised, available, healthy, degraded, haState, lastCheck          *prometheus.GaugeVec
 	semiSyncRequired, semiSyncActive, instances, instancesUp, errant, primaryRole *prometheus.GaugeVec
 	instanceUp, ioRunning, sqlRunning, lag                                        *prometheus.GaugeVec
+	backupConfigured, backupRunning, backupLastSuccess, backupLastFailure         *prometheus.GaugeVec
+	backupDuration, backupStored, backupRead                                      *prometheus.GaugeVec
+	backupFailures                                                                *prometheus.CounterVec
 	failovers, switchovers, refused, checks, checkErrors                          *prometheus.CounterVec
 	opDuration, decision, checkDuration                                           *prometheus.HistogramVec
 
@@ -97,6 +100,14 @@ func New() *Recorder {
 	m.refused = counter("failovers_refused_total", "Automatic failovers refused before they began (the primary answered after all, or the replicas disagreed).", clusterLabels...)
 	m.checks = counter("checks_total", "Checks of the primary.", clusterLabels...)
 	m.checkErrors = counter("check_errors_total", "Checks of the primary that did not find it answering and writable.", clusterLabels...)
+	m.backupConfigured = gauge("backup_configured", "1 when the cluster names a bucket for its backups (spec.backup).", clusterLabels...)
+	m.backupRunning = gauge("backup_running", "1 while a backup of the cluster runs (status.backup.running).", clusterLabels...)
+	m.backupLastSuccess = gauge("backup_last_success_timestamp_seconds", "When the cluster's last successful backup finished (Unix time); absent when it has none.", clusterLabels...)
+	m.backupLastFailure = gauge("backup_last_failure_timestamp_seconds", "When the cluster's last failed backup ended (Unix time); absent when none failed.", clusterLabels...)
+	m.backupDuration = gauge("backup_last_duration_seconds", "Duration of the cluster's last successful backup, from its start to its manifest.", clusterLabels...)
+	m.backupStored = gauge("backup_last_stored_bytes", "Bytes the cluster's last successful backup stored in the bucket (compressed).", clusterLabels...)
+	m.backupRead = gauge("backup_last_read_bytes", "Bytes of data the cluster's last successful backup read from its source.", clusterLabels...)
+	m.backupFailures = counter("backup_failures_total", "Backups that failed, as this process saw them end (status.backup.lastFailure).", clusterLabels...)
 	m.opDuration = histogram("operation_duration_seconds", "Duration of finished operations, by type and result.",
 		[]float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}, "namespace", "cluster", "type", "result")
 	m.decision = histogram("failover_decision_seconds", "Time from the first failed check of the primary to the automatic failover decision.",
@@ -287,6 +298,7 @@ func (m *Recorder) Cluster(c *v1.MysqlCluster) {
 		seen = map[string]bool{}
 		m.seen[key] = seen
 	}
+	m.backups(c, seen)
 	for _, h := range c.Status.History {
 		if seen[h.ID] || h.FinishedAt.Time.Before(m.start.Truncate(time.Second)) {
 			continue
@@ -306,6 +318,39 @@ func (m *Recorder) Cluster(c *v1.MysqlCluster) {
 	}
 }
 
+// backups records the cluster's backup status; a failure is counted once (seen) and only when it
+// ended after this process started.
+func (m *Recorder) backups(c *v1.MysqlCluster, seen map[string]bool) {
+	l := []string{c.Namespace, c.Name}
+	m.backupConfigured.WithLabelValues(l...).Set(b(c.Spec.Backup != nil && c.Spec.Backup.Bucket != ""))
+	st := c.Status.Backup
+	if st == nil {
+		st = &v1.BackupStatus{}
+	}
+	m.backupRunning.WithLabelValues(l...).Set(b(st.Running != nil))
+	m.backupFailures.WithLabelValues(l...).Add(0)
+	if last := st.Last; last != nil {
+		m.backupLastSuccess.WithLabelValues(l...).Set(float64(last.FinishedAt.Unix()))
+		m.backupDuration.WithLabelValues(l...).Set(last.FinishedAt.Sub(last.StartedAt.Time).Seconds())
+		m.backupStored.WithLabelValues(l...).Set(float64(last.StoredBytes))
+		m.backupRead.WithLabelValues(l...).Set(float64(last.RawBytes))
+	} else {
+		for _, g := range []*prometheus.GaugeVec{m.backupLastSuccess, m.backupDuration, m.backupStored, m.backupRead} {
+			g.DeleteLabelValues(l...)
+		}
+	}
+	f := st.LastFailure
+	if f == nil {
+		m.backupLastFailure.DeleteLabelValues(l...)
+		return
+	}
+	m.backupLastFailure.WithLabelValues(l...).Set(float64(f.FinishedAt.Unix()))
+	if id := "backup/" + f.ID; !seen[id] && !f.FinishedAt.Time.Before(m.start.Truncate(time.Second)) {
+		seen[id] = true
+		m.backupFailures.WithLabelValues(l...).Inc()
+	}
+}
+
 // Forget deletes every series of a deleted cluster.
 func (m *Recorder) Forget(key client.ObjectKey) {
 	m.forgetInstances(key)
@@ -313,10 +358,11 @@ func (m *Recorder) Forget(key client.ObjectKey) {
 	delete(m.seen, key)
 	m.mu.Unlock()
 	match := prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name}
-	for _, g := range []*prometheus.GaugeVec{m.supervised, m.available, m.healthy, m.degraded, m.haState, m.semiSyncRequired, m.instances, m.lastCheck} {
+	for _, g := range []*prometheus.GaugeVec{m.supervised, m.available, m.healthy, m.degraded, m.haState, m.semiSyncRequired, m.instances, m.lastCheck,
+		m.backupConfigured, m.backupRunning, m.backupLastSuccess, m.backupLastFailure, m.backupDuration, m.backupStored, m.backupRead} {
 		g.DeletePartialMatch(match)
 	}
-	for _, c := range []*prometheus.CounterVec{m.failovers, m.switchovers, m.refused} {
+	for _, c := range []*prometheus.CounterVec{m.failovers, m.switchovers, m.refused, m.backupFailures} {
 		c.DeletePartialMatch(match)
 	}
 	m.mu.Lock()

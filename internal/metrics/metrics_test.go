@@ -50,9 +50,12 @@ func populated(t *testing.T) *Recorder {
 	t.Helper()
 	m := New()
 	now := time.Now().Add(time.Second)
-	m.Cluster(cluster(v1.HAHealthy, v1.PhaseRunning,
+	c := cluster(v1.HAHealthy, v1.PhaseRunning,
 		record("failover-2", orchestrate.OperationFailover, "Succeeded", now, 3*time.Second),
-		record("switchover-1", orchestrate.OperationSwitchover, "Succeeded", now, time.Second)))
+		record("switchover-1", orchestrate.OperationSwitchover, "Succeeded", now, time.Second))
+	c.Spec.Backup = &v1.BackupSpec{Bucket: "b"}
+	c.Status.Backup = &v1.BackupStatus{Running: &v1.BackupRun{ID: "b3"}, Last: backupRecord("b2", now, 8*time.Second), LastFailure: backupRecord("b1", now, time.Second)}
+	m.Cluster(c)
 	m.Supervising(key, true)
 	m.Checked(key, failover.Check{Reachable: false, Refused: true}, time.Millisecond)
 	m.Checked(key, failover.Check{Reachable: true, Writable: true}, 3*time.Millisecond)
@@ -65,6 +68,64 @@ func populated(t *testing.T) *Recorder {
 		{Name: "shop-2", Up: true, Replicating: true, IORunning: false, SQLRunning: true, Errant: true},
 	})
 	return m
+}
+
+func backupRecord(id string, finished time.Time, took time.Duration) *v1.BackupRecord {
+	return &v1.BackupRecord{ID: id, StartedAt: metav1.NewTime(finished.Add(-took)), FinishedAt: metav1.NewTime(finished), StoredBytes: 1 << 20, RawBytes: 8 << 20}
+}
+
+// TestBackupMetrics: the last successful backup's time, duration and sizes follow the status; a
+// failure is counted once however often the cluster is seen, and not when it ended before the
+// process started; a cluster without a bucket or a backup has no such series.
+func TestBackupMetrics(t *testing.T) {
+	m := New()
+	l := []string{key.Namespace, key.Name}
+	c := cluster(v1.HAHealthy, v1.PhaseRunning)
+	c.Status.Backup = &v1.BackupStatus{LastFailure: backupRecord("before-start", m.start.Add(-time.Minute), time.Second)}
+	m.Cluster(c)
+	if got := value(t, m.backupConfigured.WithLabelValues(l...)); got != 0 {
+		t.Errorf("configured %v without spec.backup", got)
+	}
+	if n := testutil.CollectAndCount(m.backupLastSuccess); n != 0 {
+		t.Errorf("%d last-success series without a successful backup", n)
+	}
+	if got := value(t, m.backupFailures.WithLabelValues(l...)); got != 0 {
+		t.Errorf("a failure that ended before the process started was counted: %v", got)
+	}
+
+	done := time.Now().Add(time.Second).Truncate(time.Second)
+	c.Spec.Backup = &v1.BackupSpec{Bucket: "b"}
+	c.Status.Backup = &v1.BackupStatus{Running: &v1.BackupRun{ID: "b3"}, Last: backupRecord("b2", done, 8*time.Second), LastFailure: backupRecord("b1", done, time.Second)}
+	for range 3 {
+		m.Cluster(c)
+	}
+	for name, want := range map[string]float64{
+		"configured": 1, "running": 1, "last success": float64(done.Unix()), "duration": 8,
+		"stored": 1 << 20, "read": 8 << 20, "failures": 1, "last failure": float64(done.Unix()),
+	} {
+		g := map[string]prometheus.Collector{
+			"configured": m.backupConfigured.WithLabelValues(l...), "running": m.backupRunning.WithLabelValues(l...),
+			"last success": m.backupLastSuccess.WithLabelValues(l...), "duration": m.backupDuration.WithLabelValues(l...),
+			"stored": m.backupStored.WithLabelValues(l...), "read": m.backupRead.WithLabelValues(l...),
+			"failures": m.backupFailures.WithLabelValues(l...), "last failure": m.backupLastFailure.WithLabelValues(l...),
+		}[name]
+		if got := value(t, g); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	c.Status.Backup.LastFailure = backupRecord("b4", done.Add(time.Minute), time.Second)
+	c.Status.Backup.Running = nil
+	m.Cluster(c)
+	if got := value(t, m.backupFailures.WithLabelValues(l...)); got != 2 {
+		t.Errorf("failures %v after a second failure, want 2", got)
+	}
+	if got := value(t, m.backupRunning.WithLabelValues(l...)); got != 0 {
+		t.Errorf("running %v after the backup ended", got)
+	}
+	m.Forget(key)
+	if n := testutil.CollectAndCount(m.backupLastSuccess) + testutil.CollectAndCount(m.backupFailures); n != 0 {
+		t.Errorf("%d backup series left after Forget", n)
+	}
 }
 
 // TestRecorder: each source moves the series it should, counts every finished operation once,
