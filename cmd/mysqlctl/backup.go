@@ -53,7 +53,8 @@ func NewCmdBackupAbort(f *cmdutil.Factory) *cobra.Command {
 		Long: `Abort stops the backup recorded in status.backup.running: its Job is deleted (the copy
 under way is abandoned; no manifest is written, so nothing of it is ever taken for a backup) and
 the backup is recorded in status.backup.lastFailure as aborted. Use it for a backup that cannot
-finish, for example one waiting for a source that is gone.`,
+finish, for example one waiting for a source that is gone. A backup whose copy has finished (its
+Job completed: its manifest is in the bucket) is not aborted: 'backup create NAME' records it.`,
 		Example: example(f,
 			"# Stop demo's backup in progress",
 			"%[1]s backup abort demo"),
@@ -168,6 +169,7 @@ func (o *BackupCreateOptions) Run(ctx context.Context) error {
 			st.Running.ID, st.Running.Stage, st.Running.Source, cluster.Name)
 	}
 	r := &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()}
+	armFailpoints(o.f, r)
 	rec, err := r.Backup(ctx, client.ObjectKeyFromObject(cluster), orchestrate.BackupOptions{
 		Source: o.Source,
 		Progress: func(run v1.BackupRun) {

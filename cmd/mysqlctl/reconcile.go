@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -141,6 +142,34 @@ const failpointHoldAtStage = "MYSQLCTL_FAILPOINT_HOLD_AT_STAGE"
 // failpointStopBeforeMutation names an environment variable that makes the CLI stop itself
 // (SIGSTOP) right before the first mutation of the named stage (end-to-end tests only).
 const failpointStopBeforeMutation = "MYSQLCTL_FAILPOINT_STOP_BEFORE_MUTATION"
+
+// armFailpoints sets r's test hooks from failpointPauseAtStage and failpointStopBeforeMutation
+// (end-to-end tests only; nothing happens without them).
+func armFailpoints(f *cmdutil.Factory, r *orchestrate.Runner) {
+	ios := f.IOStreams
+	if stage := f.Getenv(failpointPauseAtStage); stage != "" {
+		// Announce the stage, then hold until killed.
+		r.BeforeStage = func(ctx context.Context, s string) {
+			if s == stage {
+				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
+				<-ctx.Done()
+			}
+		}
+	}
+	if stage := f.Getenv(failpointStopBeforeMutation); stage != "" {
+		// Freeze this process (SIGSTOP, as a laptop lid or a VM pause would) right before the
+		// first mutation of the stage; SIGCONT resumes it.
+		var once sync.Once
+		r.BeforeMutation = func(s, what string) {
+			if s == stage {
+				once.Do(func() {
+					fmt.Fprintf(ios.ErrOut, "failpoint: stopping before %s at stage %s\n", what, s)
+					stopSelf()
+				})
+			}
+		}
+	}
+}
 
 // runBootstrap drives the bootstrap (or, with converge, re-joins replicas) under the lease,
 // with progress on stderr.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -154,28 +153,7 @@ func withRunner(ctx context.Context, f *cmdutil.Factory, cluster *v1.MysqlCluste
 			fmt.Fprintln(ios.ErrOut, line)
 		},
 	}
-	if stage := f.Getenv(failpointPauseAtStage); stage != "" {
-		// A failpoint for end-to-end tests: announce the stage, then hold until killed.
-		r.BeforeStage = func(ctx context.Context, s string) {
-			if s == stage {
-				fmt.Fprintf(ios.ErrOut, "failpoint: paused at stage %s\n", s)
-				<-ctx.Done()
-			}
-		}
-	}
-	if stage := f.Getenv(failpointStopBeforeMutation); stage != "" {
-		// A failpoint for end-to-end tests: freeze this process (SIGSTOP, as a laptop lid or a
-		// VM pause would) right before the first mutation of the stage; SIGCONT resumes it.
-		var once sync.Once
-		r.BeforeMutation = func(s, what string) {
-			if s == stage {
-				once.Do(func() {
-					fmt.Fprintf(ios.ErrOut, "failpoint: stopping before %s at stage %s\n", what, s)
-					stopSelf()
-				})
-			}
-		}
-	}
+	armFailpoints(f, r)
 	err = fn(lctx, r)
 	if lerr := lease.LostErr(); lerr != nil {
 		// Why it was lost (taken over, deleted, or not renewed in time) comes first: the

@@ -36,27 +36,27 @@ type BackupChoice struct {
 	Why string
 }
 
-// ChooseBackupSource decides which instance a backup copies. asked is "" or "replica" (the
-// default: a ready replica that is not quarantined and that the primary does not need for its
-// semi-sync acknowledgements: semiSyncNeed of them must stay), "primary", or an instance's name.
-// Among the eligible replicas it takes the one listed last (the highest ordinal: the lowest are
-// the likeliest failover candidates and seed donors).
-func ChooseBackupSource(primary string, members []BackupCandidate, asked string, semiSyncNeed int) BackupChoice {
-	find := func(name string) (BackupCandidate, bool) {
-		for _, m := range members {
-			if m.Name == name {
-				return m, true
-			}
-		}
-		return BackupCandidate{}, false
-	}
+// The sources a backup may be asked for besides an instance's name.
+const (
+	BackupSourceReplica = "replica"
+	BackupSourcePrimary = "primary"
+)
+
+// ChooseBackupSource decides which instance a backup copies. asked is "" or BackupSourceReplica
+// (the default: a ready replica of members that is not quarantined and that the primary does not
+// need for its semi-sync acknowledgements: semiSyncNeed of them must stay), BackupSourcePrimary,
+// or an instance's name. find looks up a named instance (the primary, or the one asked for): an
+// instance of the cluster need not be a member yet (a scale may be adding it). Among the eligible
+// replicas it takes the one listed last (the highest ordinal: the lowest are the likeliest
+// failover candidates and seed donors).
+func ChooseBackupSource(primary string, members []BackupCandidate, find func(name string) (BackupCandidate, bool), asked string, semiSyncNeed int) BackupChoice {
 	switch asked {
-	case "primary":
+	case BackupSourcePrimary:
 		if p, ok := find(primary); !ok || !p.Ready {
 			return BackupChoice{Verdict: BackupWait, Why: fmt.Sprintf("the primary %q is not ready", primary)}
 		}
 		return BackupChoice{Source: primary, Why: "the primary, as asked (--source primary)"}
-	case "", "replica":
+	case "", BackupSourceReplica:
 	default:
 		m, ok := find(asked)
 		switch {

@@ -32,7 +32,15 @@ func TestChooseBackupSource(t *testing.T) {
 		{"pod asked, not ready", []BackupCandidate{three[0], m("d-1", false, true, false)}, "d-1", 0, BackupChoice{Verdict: BackupWait}},
 		{"pod of another cluster", three, "other-1", 0, BackupChoice{Verdict: BackupInvalid}},
 	} {
-		got := ChooseBackupSource("d-0", tc.members, tc.asked, tc.need)
+		find := func(name string) (BackupCandidate, bool) {
+			for _, m := range tc.members {
+				if m.Name == name {
+					return m, true
+				}
+			}
+			return BackupCandidate{}, false
+		}
+		got := ChooseBackupSource("d-0", tc.members, find, tc.asked, tc.need)
 		if got.Verdict != tc.want.Verdict || got.Source != tc.want.Source || got.Why == "" {
 			t.Errorf("%s: %+v, want verdict %d source %q with a reason", tc.name, got, tc.want.Verdict, tc.want.Source)
 		}

@@ -39,8 +39,8 @@ var BackupStages = []string{StageBackupChoosingSource, StageBackupPreparingAccou
 
 // Sources a backup may be taken from (BackupOptions.Source), besides a pod's name.
 const (
-	BackupSourceReplica = "replica"
-	BackupSourcePrimary = "primary"
+	BackupSourceReplica = failover.BackupSourceReplica
+	BackupSourcePrimary = failover.BackupSourcePrimary
 )
 
 // BackupOptions say how to take a backup.
@@ -128,6 +128,9 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 	if !ok {
 		return fmt.Errorf("unknown backup stage %q recorded in status (written by a newer mysqlctl?)", run.Stage)
 	}
+	if r.BeforeStage != nil {
+		r.BeforeStage(ctx, run.Stage)
+	}
 	next, change, err := step(r, ctx, c, run, opts)
 	var ny errNotYet
 	switch {
@@ -144,6 +147,9 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 	}
 	if change != nil {
 		change(c.Status.Backup)
+	}
+	if r.BeforeMutation != nil {
+		r.BeforeMutation(run.Stage, "recording its outcome")
 	}
 	if next == "" {
 		c.Status.Backup.Running = nil
@@ -202,6 +208,18 @@ func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string,
 		return "", fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
 	}
 	run := c.Status.Backup.Running
+	if run.Stage == StageBackupCopying {
+		job := &batchv1.Job{}
+		err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", err
+		}
+		if err == nil && jobCondition(job, batchv1.JobComplete) {
+			// Its manifest is in the bucket: a backup, whatever the status says. Discarding it
+			// here would leave a complete backup recorded as aborted.
+			return "", fmt.Errorf("%w: backup %s of %s has finished copying (its Job %s completed): 'backup create %s' records it", outcome.ErrInvalid, run.ID, c.Name, run.Job, c.Name)
+		}
+	}
 	if err := r.recordBackupFailure(ctx, c, run, "aborted by "+r.Holder); err != nil {
 		return "", err
 	}
@@ -233,20 +251,30 @@ func (r *Runner) bkChoosingSource(ctx context.Context, c *v1.MysqlCluster, run *
 }
 
 // chooseBackupSource decides the source from the pods and the recorded status
-// (failover.ChooseBackupSource); a refusal is an error of its kind.
+// (failover.ChooseBackupSource); a refusal is an error of its kind. A named instance is any of
+// the cluster's ordinals with its pod as listed, a member or not.
 func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source string) (string, string, error) {
+	candidate := func(name string, p *corev1.Pod) failover.BackupCandidate {
+		return failover.BackupCandidate{Name: name, Ready: p != nil && PodReady(p),
+			Replica: p != nil && p.Labels[specs.LabelRole] == string(v1.RoleReplica), Quarantined: quarantined(c, name)}
+	}
+	find := func(name string) (failover.BackupCandidate, bool) {
+		ord, ok := ordinalOf(c, name)
+		if !ok {
+			return failover.BackupCandidate{}, false
+		}
+		return candidate(name, pods[ord]), true
+	}
 	var members []failover.BackupCandidate
 	for ord := range MemberCount(c) {
-		name, p := ScalePod(c, ord), pods[ord]
-		members = append(members, failover.BackupCandidate{Name: name, Ready: p != nil && PodReady(p),
-			Replica: p != nil && p.Labels[specs.LabelRole] == string(v1.RoleReplica), Quarantined: quarantined(c, name)})
+		members = append(members, candidate(ScalePod(c, ord), pods[ord]))
 	}
-	ch := failover.ChooseBackupSource(c.Status.CurrentPrimary, members, source, int(semiSyncWanted(c)))
+	ch := failover.ChooseBackupSource(c.Status.CurrentPrimary, members, find, source, int(semiSyncWanted(c)))
 	switch ch.Verdict {
 	case failover.BackupWait:
 		return "", "", notYet("%s", ch.Why)
 	case failover.BackupInvalid:
-		return "", "", fmt.Errorf("%w: %s (cluster %s)", outcome.ErrInvalid, ch.Why, c.Name)
+		return "", "", fmt.Errorf("%w: %s is not an instance of cluster %s", outcome.ErrInvalid, source, c.Name)
 	case failover.BackupUnsafe:
 		return "", "", fmt.Errorf("%w: %s", outcome.ErrUnsafe, ch.Why)
 	}
@@ -365,6 +393,9 @@ func (r *Runner) bkStartingJob(ctx context.Context, c *v1.MysqlCluster, run *v1.
 	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Source}, src); err != nil {
 		return "", nil, notYet("the source %s: %v", run.Source, err)
 	}
+	if err := r.backupAccountOn(ctx, c, src, run); err != nil {
+		return "", nil, err
+	}
 	b := c.Spec.Backup
 	job, err := specs.BuildBackupJob(c, specs.BackupJobOptions{ID: run.ID, Source: src, AgentImage: b.AgentImage, Bucket: specs.Bucket{
 		Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix, PathStyle: b.PathStyle, SecretName: b.CredentialsSecretName,
@@ -376,6 +407,34 @@ func (r *Runner) bkStartingJob(ctx context.Context, c *v1.MysqlCluster, run *v1.
 		return "", nil, err
 	}
 	return StageBackupCopying, nil, nil
+}
+
+// backupAccountOn waits until the backup account, written on the primary, works on the source:
+// a replica that has not applied it yet would refuse the tool's login (1045) and fail the Job.
+// A Job already created (a run that stopped after creating it) is not held back.
+func (r *Runner) backupAccountOn(ctx context.Context, c *v1.MysqlCluster, src *corev1.Pod, run *v1.BackupRun) error {
+	switch err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, &batchv1.Job{}); {
+	case err == nil:
+		return nil // created by an earlier run
+	case !apierrors.IsNotFound(err):
+		return notYet("read the backup Job %s: %v", run.Job, err)
+	}
+	pwd, err := r.backupPassword(ctx, c)
+	if err != nil {
+		return err
+	}
+	in, err := r.Connect(ctx, src, topology.Credentials{User: specs.BackupUser, Password: topology.Secret(pwd)})
+	if err == nil {
+		defer func() { _ = in.Close() }()
+		_, err = in.Dialect(ctx)
+	}
+	switch {
+	case topology.KindOf(err) == topology.ErrorAuth:
+		return notYet("the backup account to reach %s (it replicates from the primary; a replica whose applier is stopped or behind gets it later)", src.Name)
+	case err != nil:
+		return notYet("%s as the backup account: %v", src.Name, err)
+	}
+	return nil
 }
 
 // jobPod is the Job's newest pod, or nil.

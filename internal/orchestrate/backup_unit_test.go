@@ -66,6 +66,8 @@ func TestChooseBackupSource(t *testing.T) {
 		}), []bool{true, true, true}, "demo-1", "", outcome.ErrUnsafe, false},
 		{"pod asked, not ready", testenv.Cluster(semi(3)), []bool{true, false, true}, "demo-1", "", nil, true},
 		{"pod of another cluster", testenv.Cluster(semi(3)), []bool{true, true, true}, "other-1", "", outcome.ErrInvalid, false},
+		{"pod asked beyond the members (a scale adding it)", testenv.Cluster(semi(3)), []bool{true, true, true, true}, "demo-3", "demo-3", nil, false},
+		{"pod asked, no pod yet", testenv.Cluster(semi(3)), []bool{true, true, true}, "demo-7", "", nil, true},
 	} {
 		got, reason, err := chooseBackupSource(tc.c, backupPods(tc.c, tc.ready...), tc.source)
 		var ny errNotYet
@@ -80,6 +82,9 @@ func TestChooseBackupSource(t *testing.T) {
 			}
 		case err != nil || got != tc.want || reason == "":
 			t.Errorf("%s: %q (%q), %v; want %s", tc.name, got, reason, err, tc.want)
+		}
+		if tc.wantErr == outcome.ErrInvalid && err != nil && !strings.Contains(err.Error(), tc.source+" is not an instance of cluster demo") {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 		if tc.wantErr == outcome.ErrUnsafe && err != nil && !strings.Contains(err.Error(), "--source") {
 			t.Errorf("%s: %v does not say how to choose", tc.name, err)

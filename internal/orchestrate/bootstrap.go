@@ -97,7 +97,7 @@ type Runner struct {
 	// Kube is the Kubernetes client.
 	Kube client.Client
 	// SupervisorGuard, when set, proves a supervisor's own Lease before each of its writes
-	// (see watcher.supGuard); the supervisor's observation refreshes run with it.
+	// (see the supervisor's supGuard, internal/supervisor); the supervisor's observation refreshes run with it.
 	SupervisorGuard func(what string) error
 	// Connect reaches a pod's server (direct, port-forward or static dialer).
 	Connect Connector
@@ -185,7 +185,7 @@ func (r *Runner) guard(what string) (time.Time, error) {
 	return r.Lease.ValidUntil(), nil
 }
 
-// connect opens a pod's server with every mutating statement guarded by the lease and, under a
+// ConnectGuarded opens a pod's server with every mutating statement guarded by the lease and, under a
 // real Lease, fenced on the server by its epoch (topology.Instance.Epoch): a server another
 // actor touched under a newer epoch refuses, and that refusal ends this actor's lease.
 func (r *Runner) ConnectGuarded(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
@@ -212,6 +212,7 @@ func (r *Runner) ConnectGuarded(ctx context.Context, pod *corev1.Pod, creds topo
 // ErrStopped is returned when StopAfterStage ended the run.
 var ErrStopped = errors.New("stopped after stage as requested")
 
+// Clock is the time now by the Runner's clock (Now, default time.Now).
 func (r *Runner) Clock() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -240,6 +241,7 @@ type Credentials struct {
 	Root, replication, orchestration topology.Secret
 }
 
+// Credentials are the cluster's accounts' passwords from its Secret, read once per operation run.
 func (r *Runner) Credentials(ctx context.Context, c *v1.MysqlCluster) (Credentials, error) {
 	key := c.Namespace + "/" + c.Name
 	if cr, ok := r.creds[key]; ok {
@@ -617,7 +619,7 @@ type Instance struct {
 	Pod     *corev1.Pod
 }
 
-// Pods lists the cluster's Pods by ordinal; missing ordinals are absent.
+// Pods lists the cluster's pods by ordinal; missing ordinals are absent.
 func (r *Runner) Pods(ctx context.Context, c *v1.MysqlCluster) (map[int32]*corev1.Pod, error) {
 	list := &corev1.PodList{}
 	if err := r.Kube.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels(specs.SelectorLabels(c))); err != nil {
@@ -680,6 +682,7 @@ func ordinalOf(c *v1.MysqlCluster, pod string) (int32, bool) {
 	return int32(n), err == nil
 }
 
+// PodReady reports whether the pod's Ready condition is true.
 func PodReady(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 		return false
@@ -1026,6 +1029,7 @@ func (ss *Sessions) catchUpWait() time.Duration {
 	return 2 * time.Second
 }
 
+// OpenSessions opens the sessions of a stage with the members (each connected on first use).
 func (r *Runner) OpenSessions(ctx context.Context, members []Instance, creds Credentials) *Sessions {
 	ss := &Sessions{r: r, ctx: ctx, creds: creds, pods: map[string]*corev1.Pod{}, conns: map[string]*topology.Instance{}}
 	for _, m := range members {
@@ -1118,6 +1122,7 @@ func (ss *Sessions) observeAll(names []string) ([]topology.Snapshot, []error) {
 	return snaps, errs
 }
 
+// Close closes every connection the sessions opened.
 func (ss *Sessions) Close() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

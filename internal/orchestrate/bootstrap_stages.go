@@ -271,7 +271,7 @@ func (r *Runner) bsVerifyingConvergence(ctx context.Context, x *stageEnv) (strin
 	for _, i := range c.Status.Instances {
 		if _, left := x.absent[i.Name]; left {
 			// As last observed (its server_id identifies it to the primary's list of
-			// replicas, see trackAbsence), not dropped.
+			// replicas, see internal/supervisor's trackAbsence), not dropped.
 			instances = append(instances, i)
 		}
 	}

@@ -4,7 +4,7 @@
 // status, and the client side of requests to a supervisor (request.go). Its Runner is what the
 // commands and the supervisor (internal/supervisor) act through.
 //
-// It may import api/, internal/specs, internal/failover (pure decisions), internal/topology
-// (SQL), internal/backup and internal/outcome; only cmd/mysqlctl, internal/supervisor and
-// internal/metrics import it.
+// It may import api/, internal/specs, internal/failover (pure decisions), internal/topology and
+// internal/topology/gtid (SQL), internal/backup and internal/outcome; only cmd/mysqlctl (and its
+// cmdutil), internal/supervisor and internal/metrics import it.
 package orchestrate

@@ -68,6 +68,8 @@ const (
 	sideworkDrain   = 2 * time.Second
 )
 
+// StartSidework starts the worker that runs side work (Events, disruption budget updates) off
+// the caller's path, one piece at a time, each bounded by sideworkTimeout.
 func StartSidework() *Sidework {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sidework{work: make(chan func(), 64), done: make(chan struct{}), ctx: ctx, cancel: cancel}

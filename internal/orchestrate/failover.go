@@ -325,6 +325,7 @@ type FailoverView struct {
 	oldPodUID string
 }
 
+// FailoverView reads what a failover stage sees of the cluster whose primary was old.
 func (r *Runner) FailoverView(ctx context.Context, c *v1.MysqlCluster, old string) (FailoverView, error) {
 	pods, err := r.podsByName(ctx, c, MemberCount(c))
 	if err != nil {

@@ -250,7 +250,7 @@ func (r *Runner) foWaitingForRelayLog(ctx context.Context, x *stageEnv) (string,
 		// fenced set, bounded, while its receiver runs (a stopped one can never fetch it, and
 		// waiting would only keep the cluster without a primary). What it still lacks then was
 		// never acknowledged by a replica (semi-sync) and makes the old primary divergent: it
-		// will be quarantined (and `watch` re-seeds a crashed one: see reseedTail).
+		// will be quarantined (and `watch` re-seeds a crashed one: see internal/supervisor's reseedTail).
 		cs, err := ss.Observe(ev.Candidate)
 		if err != nil {
 			return "", nil, err

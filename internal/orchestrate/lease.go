@@ -58,7 +58,7 @@ type LeaseOptions struct {
 	// Supervisor takes the supervisor's Lease (SupervisorLeaseName) instead of the
 	// operation Lease; it fences no operation, so no epoch is carried over from status.
 	Supervisor bool
-	// Seen continues an observation of the record made by a leaseObserver, so that a wait
+	// Seen continues an observation of the record made by a LeaseObserver, so that a wait
 	// for a dead holder's lease counts from when the record was first seen unchanged.
 	Seen *Observed
 }
@@ -456,12 +456,12 @@ type LeaseObserver struct {
 	seen   *Observed
 }
 
-// ObserveLease polls the record every second until stop.
+// ObserveLease polls the record every second until Stop.
 func ObserveLease(ctx context.Context, kube client.Client, key client.ObjectKey) *LeaseObserver {
 	return ObserveLeaseEvery(ctx, kube, key, time.Second)
 }
 
-// ObserveLeaseEvery is observeLease reading the record every period. A longer period only
+// ObserveLeaseEvery is ObserveLease reading the record every period. A longer period only
 // makes the observation conservative: a record seen unchanged is dated from the read that first
 // saw it, up to a period after it last changed.
 func ObserveLeaseEvery(ctx context.Context, kube client.Client, key client.ObjectKey, period time.Duration) *LeaseObserver {

@@ -199,6 +199,7 @@ func RequestError(r *v1.RequestStatus) error {
 	return fmt.Errorf("%w: the supervisor %s: %s", kind, r.Holder, r.Message)
 }
 
+// OutcomeKind is the outcome a request's error is recorded as (OutcomeConfig, OutcomeTimedOut, …).
 func OutcomeKind(err error) string {
 	switch {
 	case errors.Is(err, outcome.ErrConfig):

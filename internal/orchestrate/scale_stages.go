@@ -29,6 +29,7 @@ const (
 	ScaleRebuild = "rebuild"
 )
 
+// ScalePod is the name of the cluster's pod of ordinal ord.
 func ScalePod(c *v1.MysqlCluster, ord int32) string { return fmt.Sprintf("%s-%d", c.Name, ord) }
 
 // scPlanning proves the primary answers, records the count in spec.replicas, and decides the

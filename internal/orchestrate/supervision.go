@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// DetectionInterval is how often the supervisor checks the primary (failover.detectionInterval,
+// default 1s).
 func DetectionInterval(c *v1.MysqlCluster) time.Duration {
 	if d := c.Spec.Failover.DetectionInterval; d != nil && d.Duration > 0 {
 		return d.Duration
@@ -19,6 +21,8 @@ func DetectionInterval(c *v1.MysqlCluster) time.Duration {
 	return time.Second
 }
 
+// FailoverCooldown is the least time between two automatic failovers (failover.cooldown,
+// default 5m).
 func FailoverCooldown(c *v1.MysqlCluster) time.Duration {
 	if d := c.Spec.Failover.Cooldown; d != nil {
 		return d.Duration
@@ -26,6 +30,7 @@ func FailoverCooldown(c *v1.MysqlCluster) time.Duration {
 	return 5 * time.Minute
 }
 
+// PolicyOf is the automatic-failover policy the spec and the last failover set.
 func PolicyOf(c *v1.MysqlCluster) failover.Policy {
 	p := failover.Policy{
 		Threshold: int(c.Spec.Failover.FailureThreshold), Interval: DetectionInterval(c),
@@ -37,6 +42,7 @@ func PolicyOf(c *v1.MysqlCluster) failover.Policy {
 	return p
 }
 
+// ReasonFailoverWithheld is the Degraded reason of an automatic failover the supervisor withheld.
 const ReasonFailoverWithheld = "AutomaticFailoverWithheld"
 
 // ClearWithheld ends the Degraded condition of an automatic failover withheld, once the primary

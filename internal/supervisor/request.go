@@ -107,7 +107,7 @@ func (w *watcher) accept(ctx context.Context, req *v1.Request) error {
 }
 
 // writeRequest changes the live object's status.request when the annotation still holds
-// request id and change agrees; errRequestGone otherwise.
+// request id and change agrees; orchestrate.ErrRequestGone otherwise.
 func (w *watcher) writeRequest(ctx context.Context, id string, change func(live *v1.MysqlCluster) bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if w.sup != nil {

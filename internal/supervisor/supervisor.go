@@ -179,7 +179,7 @@ type watcher struct {
 	// down only from a server that restarted since).
 	lastWritable time.Time
 	// protected is this supervisor's last check that found the primary writable and protected
-	// by semi-sync (fencesByReceivers), with the server process it reached: the automatic
+	// by semi-sync (orchestrate.FencesByReceivers), with the server process it reached: the automatic
 	// failover records it as evidence, and only this supervisor proves a tail with it (its
 	// times are on this process's monotonic clock; see reseedTail).
 	protected atomic.Pointer[protectedCheck]
@@ -672,7 +672,7 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	}
 	now := metav1.NewTime(w.s.Runner.Clock())
 	evidence := append([]string{a.Reason}, j.Evidence...)
-	// Written from the cluster as this check read it, with no read first (updateStatusFrom).
+	// Written from the cluster as this check read it, with no read first (orchestrate.UpdateStatusFrom).
 	err := orchestrate.UpdateStatusFrom(ctx, w.s.Runner.Kube, c, func(s *v1.MysqlClusterStatus) error {
 		if err := w.supGuard("record the HA state " + a.State); err != nil {
 			return err
