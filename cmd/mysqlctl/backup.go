@@ -20,7 +20,7 @@ const defaultBackupTimeout = 6 * time.Hour
 func NewCmdBackup(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backup",
-		Short: "Take physical backups of a cluster to an S3-compatible bucket",
+		Short: "Take, list, check and delete physical backups of a cluster in an S3-compatible bucket",
 		Long: `A backup is a physical copy of one instance's data directory (mariadb-backup), streamed,
 compressed, by a Job on that instance's node to the bucket spec.backup names, under
 PREFIX NAMESPACE/NAME/backups/ID/, with a manifest written last: a backup without its manifest is
@@ -38,10 +38,15 @@ Set spec.backup first (kubectl edit, or apply -f):
     credentialsSecretName: my-bucket     # keys access-key-id and secret-access-key
 
 A backup is recorded in status.backup, a slot of its own: it never holds up a failover or a
-switchover, and one runs at a time per cluster.`,
+switchover, and one runs at a time per cluster.
+
+list, describe and delete read the bucket from where they run, with the keys of that Secret
+(read through the API server); --endpoint replaces spec.backup.endpoint when this machine
+reaches the store at another address than the cluster does.`,
 		Args: cmdutil.NoArgs,
 	}
-	cmd.AddCommand(NewCmdBackupCreate(f, nil), NewCmdBackupAbort(f))
+	cmd.AddCommand(NewCmdBackupCreate(f, nil), NewCmdBackupAbort(f),
+		NewCmdBackupList(f, nil), NewCmdBackupDescribe(f, nil), NewCmdBackupDelete(f, nil))
 	return cmd
 }
 
@@ -58,7 +63,8 @@ Job completed: its manifest is in the bucket) is not aborted: 'backup create NAM
 		Example: example(f,
 			"# Stop demo's backup in progress",
 			"%[1]s backup abort demo"),
-		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		Args:              cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		ValidArgsFunction: backupArgsCompletion(f, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			_, cluster, err := loadCluster(ctx, f, args[0])
@@ -120,7 +126,8 @@ status.backup.lastFailure with why.`,
 			"%[1]s backup create demo --source primary",
 			"# The backup's record as JSON, for a script",
 			"%[1]s backup create demo -o json"),
-		Args: cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		Args:              cmdutil.ExactArgs(1, "the NAME of the cluster"),
+		ValidArgsFunction: backupArgsCompletion(f, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
 			if err := validateTimeout(o.Timeout); err != nil {

@@ -117,13 +117,9 @@ func clusterNames(ctx context.Context, f *cmdutil.Factory, prefix string) []stri
 // instanceNames lists the instances of the cluster (NAME-0 … NAME-N-1), the current primary
 // left out: it is never the target of --to.
 func instanceNames(ctx context.Context, f *cmdutil.Factory, cluster, prefix string) []string {
-	ctx, c, ns, cancel, ok := completionClient(ctx, f)
+	_, _, mc, cancel := completionCluster(ctx, f, cluster)
 	defer cancel()
-	if !ok {
-		return nil
-	}
-	mc := &v1.MysqlCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, mc); err != nil {
+	if mc == nil {
 		return nil
 	}
 	var out []string
@@ -134,6 +130,20 @@ func instanceNames(ctx context.Context, f *cmdutil.Factory, cluster, prefix stri
 		}
 	}
 	return out
+}
+
+// completionCluster is completionClient and the named cluster of the line's namespace (nil when
+// it cannot be read).
+func completionCluster(ctx context.Context, f *cmdutil.Factory, name string) (context.Context, client.Client, *v1.MysqlCluster, context.CancelFunc) {
+	ctx, c, ns, cancel, ok := completionClient(ctx, f)
+	if !ok {
+		return ctx, nil, nil, cancel
+	}
+	mc := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mc); err != nil {
+		return ctx, nil, nil, cancel
+	}
+	return ctx, c, mc, cancel
 }
 
 // completionClient returns a bounded context, a client and the namespace of the line being

@@ -24,12 +24,15 @@ type runOpts struct {
 	noColor bool
 	// now, when set, is the commands' clock (ages in output are measured from it).
 	now time.Time
+	// stdin is what the command reads from its input (a person's answer to a question).
+	stdin string
 }
 
 // runCommand runs the whole command tree in-process with buffer streams.
 func runCommand(t *testing.T, o runOpts, args ...string) cmdResult {
 	t.Helper()
-	ios, _, out, errOut := iostreams.Test()
+	ios, in, out, errOut := iostreams.Test()
+	in.WriteString(o.stdin)
 	ios.SetTTY(o.tty)
 	ios.SetNoColorEnv(o.noColor)
 	if o.argv0 == "" {

@@ -202,6 +202,16 @@ func List(namespace, cluster string, objs []objectstore.Object) Listing {
 // CheckPresent compares the manifest with the objects listed in its backup's directory: every
 // object must be there with its recorded size. The error names each that is not.
 func CheckPresent(m Manifest, objs []objectstore.Object) error {
+	if bad := Damage(m, objs); len(bad) > 0 {
+		return fmt.Errorf("backup %s is damaged: %s: %w", m.ID, strings.Join(bad, "; "), ErrDamaged)
+	}
+	return nil
+}
+
+// Damage is CheckPresent's findings, one sentence per object of the manifest that is missing
+// from objs or listed with another size (none: every object is there). A listing shows sizes
+// only: a changed byte is found when the object is read (Verified).
+func Damage(m Manifest, objs []objectstore.Object) []string {
 	size := map[string]int64{}
 	prefix := Key(m.Namespace, m.Cluster, m.ID, "")
 	for _, o := range objs {
@@ -219,10 +229,7 @@ func CheckPresent(m Manifest, objs []objectstore.Object) error {
 			bad = append(bad, fmt.Sprintf("%s holds %d bytes, the manifest says %d", prefix+o.Name, got, o.Size))
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("backup %s is damaged: %s: %w", m.ID, strings.Join(bad, "; "), ErrDamaged)
-	}
-	return nil
+	return bad
 }
 
 // ErrDamaged means a backup's objects are not what its manifest records: it is not restored.

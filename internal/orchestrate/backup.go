@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
@@ -75,7 +76,7 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 			return nil, err
 		}
 		if c.Spec.Backup == nil {
-			return nil, fmt.Errorf("%w: cluster %s has no spec.backup: set the bucket and the Secret with its keys (see 'mysqlctl backup --help')", outcome.ErrInvalid, c.Name)
+			return nil, catalog.NoBackupSpec(c)
 		}
 		st := c.Status.Backup
 		if st == nil || st.Running == nil {

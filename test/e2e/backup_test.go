@@ -174,6 +174,72 @@ func TestBackupCreate(t *testing.T) {
 	if n := restored.QueryString(t, "SELECT COUNT(*) FROM mysql.global_priv WHERE User = '"+specs.BackupUser+"'"); n != "1" {
 		t.Errorf("the backup account is not in the restored data: %s", n)
 	}
+
+	listDescribeDelete(t, ctx, name, s3, st, m, sec)
+}
+
+// listDescribeDelete runs backup list, describe and delete on the cluster's one backup m, read
+// from the bucket by the CLI as from a workstation: listed (table and JSON), described with every
+// object present; with its object deleted in the store, described as damaged (exit 4); refused
+// without --yes off a terminal; deleted with --yes, and no longer listed. No output holds a
+// password of sec or a key of the store.
+func listDescribeDelete(t *testing.T, ctx context.Context, name string, s3 *testenv.S3, st *objectstore.Store, m backup.Manifest, sec *corev1.Secret) {
+	t.Helper()
+	var outs []string
+	run := func(args ...string) result {
+		t.Helper()
+		res := mysqlctl(t, append([]string{"backup"}, args...)...)
+		outs = append(outs, res.stdout, res.stderr)
+		return res
+	}
+	start := time.Now()
+	defer func() {
+		t.Logf("backup list, describe and delete took %s", time.Since(start).Round(time.Millisecond))
+		noPasswords(t, sec, outs...)
+		for _, txt := range outs {
+			if strings.Contains(txt, s3.SecretKey) || strings.Contains(txt, s3.AccessKey) {
+				t.Errorf("a bucket key leaked into %.80q", txt)
+			}
+		}
+	}()
+	res := run("list", name)
+	row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\tcomplete\n", m.ID, m.FinishedAt.UTC().Format(time.RFC3339), m.FinishedAt.Sub(m.StartedAt).Round(time.Second),
+		m.Source, m.Objects[0].Size, m.GTIDPosition, m.ServerVersion)
+	if res.code != 0 || res.stdout != row {
+		t.Errorf("backup list: exit %d\n got %q\nwant %q\n%s", res.code, res.stdout, row, res.stderr)
+	}
+	// --endpoint: here the same address as the cluster's.
+	res = run("list", name, "-o", "json", "--endpoint", s3.Endpoint)
+	var list struct {
+		Backups    []backup.Manifest `json:"backups"`
+		Incomplete []string          `json:"incomplete"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &list); err != nil || len(list.Backups) != 1 || list.Backups[0].ID != m.ID ||
+		list.Backups[0].Objects[0] != m.Objects[0] || len(list.Incomplete) != 0 {
+		t.Errorf("backup list -o json: %+v %v\n%s", list, err, res.stdout)
+	}
+	res = run("describe", name, m.ID)
+	if res.code != 0 || !strings.Contains(res.stdout, "complete: all 1 objects present") || !strings.Contains(res.stdout, m.Objects[0].SHA256) {
+		t.Errorf("backup describe: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	if err := st.Delete(ctx, backup.Key("default", name, m.ID, m.Objects[0].Name)); err != nil {
+		t.Fatal(err)
+	}
+	res = run("describe", name, m.ID)
+	if missing := backup.Key("default", name, m.ID, m.Objects[0].Name) + " is missing"; res.code != 4 || !strings.Contains(res.stdout, "DAMAGED: "+missing) || !strings.Contains(res.stderr, "is damaged: "+missing) {
+		t.Errorf("backup describe of the damaged backup: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res = run("delete", name, m.ID); res.code != 2 || !strings.Contains(res.stderr, "add --yes") {
+		t.Errorf("backup delete off a terminal without --yes: exit %d %q", res.code, res.stderr)
+	}
+	res = run("delete", name, m.ID, "--yes")
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "backup "+m.ID+" of "+name+" deleted: 1 object(s)") || !strings.Contains(res.stderr, "status.backup.last still names backup "+m.ID) {
+		t.Errorf("backup delete --yes: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
+	if res = run("list", name); res.code != 0 || res.stdout != "" || res.stderr != "no backups of "+name+" in s3://"+s3.Bucket+"/e2e/default/"+name+"/backups/\n" {
+		t.Errorf("backup list after the delete: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
 }
 
 // finishedJobPod waits for a Job to complete and returns its pod; a failed Job fails the test with
