@@ -172,8 +172,12 @@ func (o *BackupCreateOptions) Run(ctx context.Context) error {
 	ios := o.f.IOStreams
 	start := time.Now()
 	if st := cluster.Status.Backup; st != nil && st.Running != nil {
-		fmt.Fprintf(ios.ErrOut, "continuing backup %s, recorded at stage %s (source %q; --source applies to a new backup only; 'backup abort %s' stops it)\n",
-			st.Running.ID, st.Running.Stage, st.Running.Source, cluster.Name)
+		source := fmt.Sprintf("source %s; --source applies to a new backup only", st.Running.Source)
+		if st.Running.Stage == orchestrate.StageBackupChoosingSource {
+			source = "no source chosen yet: this run's --source applies"
+		}
+		fmt.Fprintf(ios.ErrOut, "continuing backup %s, recorded at stage %s (%s; 'backup abort %s' stops it)\n",
+			st.Running.ID, st.Running.Stage, source, cluster.Name)
 	}
 	r := &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()}
 	armFailpoints(o.f, r)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 )
 
@@ -153,9 +154,14 @@ func removeCRD(ctx context.Context, t *testing.T, ext apiextensionsclient.Interf
 	if err := crds.Delete(ctx, "mysqlclusters.mysqlctl.io", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+	// Gone once the API server no longer serves it either: its discovery drops the group after
+	// the object is deleted, and a command run in between still finds the kind.
 	for {
-		if _, err := crds.Get(ctx, "mysqlclusters.mysqlctl.io", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return
+		_, err := crds.Get(ctx, "mysqlclusters.mysqlctl.io", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if _, err := ext.Discovery().ServerResourcesForGroupVersion(v1.GroupVersion.String()); apierrors.IsNotFound(err) {
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -60,11 +60,9 @@ func TestWatchFailoverPastLostOldPrimary(t *testing.T) {
 	defer cancel()
 	root := appCluster(t, ctx, "wo", 3)
 	defer deleteCluster(t, "wo")
-	c := getCluster(t, ctx, "wo")
-	c.Spec.Failover.Cooldown = &metav1.Duration{}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "wo", func(s *v1.MysqlClusterSpec) {
+		s.Failover.Cooldown = &metav1.Duration{}
+	})
 	if res := mysqlctl(t, "reconcile", "wo"); res.code != 0 { // the status describes the new spec
 		t.Fatalf("reconcile: %d\n%s", res.code, res.stderr)
 	}

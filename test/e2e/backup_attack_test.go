@@ -89,19 +89,16 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 
 	// Killed before each stage, and run again: one backup, under its first ID.
 	var id string
-	for i, stage := range orchestrate.BackupStages {
-		args := []string{"backup", "create", name}
-		if i == 0 {
-			args = append(args, source...)
-		}
-		outputs = append(outputs, killAt(t, ctx, stage, args...))
+	for _, stage := range orchestrate.BackupStages {
+		// The same command line each time, as a person runs it again.
+		outputs = append(outputs, killAt(t, ctx, stage, append([]string{"backup", "create", name}, source...)...))
 		run := runningBackup(t, ctx, name)
 		if run == nil || run.Stage != stage || (id != "" && run.ID != id) {
 			t.Fatalf("after a kill at %s: running %+v, want backup %q at %s", stage, run, id, stage)
 		}
 		id = run.ID
 	}
-	rec := backupCreate(t, name)
+	rec := backupCreate(t, name, source...)
 	outputs = append(outputs, rec.output)
 	if rec.ID != id || !strings.Contains(rec.output, "continuing backup "+id) {
 		t.Errorf("the continued backup is %s (want %s):\n%s", rec.ID, id, rec.output)
@@ -195,8 +192,8 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	}
 }
 
-// useBucket gives the cluster a bucket in s3 (prefix e2e/) and a Secret with its keys, deleted
-// when the test ends.
+// useBucket gives the cluster a bucket in s3 (prefix e2e/) and a Secret with its keys (NAME-bucket),
+// deleted when the test ends.
 func useBucket(t *testing.T, ctx context.Context, name string, s3 *testenv.S3) *corev1.Secret {
 	t.Helper()
 	sec := &corev1.Secret{
@@ -211,11 +208,9 @@ func useBucket(t *testing.T, ctx context.Context, name string, s3 *testenv.S3) *
 	t.Cleanup(func() {
 		_ = r.Client.CoreV1().Secrets("default").Delete(context.Background(), sec.Name, metav1.DeleteOptions{})
 	})
-	c := getCluster(t, ctx, name)
-	c.Spec.Backup = &v1.BackupSpec{Bucket: s3.Bucket, Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: true, Prefix: "e2e/", CredentialsSecretName: sec.Name}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, name, func(s *v1.MysqlClusterSpec) {
+		s.Backup = &v1.BackupSpec{Bucket: s3.Bucket, Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: true, Prefix: "e2e/", CredentialsSecretName: sec.Name}
+	})
 	return sec
 }
 
@@ -246,10 +241,10 @@ type createdBackup struct {
 	output string
 }
 
-// backupCreate runs `backup create NAME -o json`, which must complete a backup.
-func backupCreate(t *testing.T, name string) createdBackup {
+// backupCreate runs `backup create NAME -o json [args]`, which must complete a backup.
+func backupCreate(t *testing.T, name string, args ...string) createdBackup {
 	t.Helper()
-	res := mysqlctl(t, "backup", "create", name, "-o", "json")
+	res := mysqlctl(t, append([]string{"backup", "create", name, "-o", "json"}, args...)...)
 	if res.code != 0 {
 		t.Fatalf("backup create: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}

@@ -59,23 +59,7 @@ func TestBackupCreate(t *testing.T) {
 	}
 
 	s3 := testenv.StartS3T(t, testenv.S3Options{})
-	bucketSecret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-bucket", Namespace: "default"},
-		Data: map[string][]byte{
-			specs.BucketSecretAccessKey: []byte(s3.AccessKey), specs.BucketSecretSecretKey: []byte(s3.SecretKey),
-		},
-	}
-	if _, err := r.Client.CoreV1().Secrets("default").Create(ctx, bucketSecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = r.Client.CoreV1().Secrets("default").Delete(context.Background(), bucketSecret.Name, metav1.DeleteOptions{})
-	}()
-	c := getCluster(t, ctx, name)
-	c.Spec.Backup = &v1.BackupSpec{Bucket: s3.Bucket, Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: true, Prefix: "e2e/", CredentialsSecretName: bucketSecret.Name}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	useBucket(t, ctx, name, s3)
 
 	start := time.Now()
 	res := mysqlctl(t, "backup", "create", name, "-o", "json")
@@ -92,7 +76,7 @@ func TestBackupCreate(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {
 		t.Fatalf("output %q: %v", res.stdout, err)
 	}
-	c = getCluster(t, ctx, name)
+	c := getCluster(t, ctx, name)
 	if st := c.Status.Backup; st == nil || st.Running != nil || st.Last == nil || st.Last.ID != rec.ID {
 		t.Fatalf("status.backup %+v: want the backup %s recorded as the last, none running", st, rec.ID)
 	}

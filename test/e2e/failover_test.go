@@ -617,11 +617,9 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	pods := []string{"fk-0", "fk-1", "fk-2"}
 	// While its applier is held (WaitingForRelayLog below) a candidate's lag grows: the
 	// default bound (30s) could reject it on a slow machine.
-	c := getCluster(t, ctx, "fk")
-	c.Spec.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "fk", func(s *v1.MysqlClusterSpec) {
+		s.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
+	})
 	crash := func(i int) (string, string) {
 		primary := getCluster(t, ctx, "fk").Status.CurrentPrimary
 		if _, err := db(t, mustPodAddr(t, ctx, primary), root).ExecContext(ctx, "INSERT INTO app.w VALUES (?)", i); err != nil {
@@ -724,7 +722,7 @@ func TestFailoverResumesAfterKillAtEveryStage(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("abort: %d %s", res.code, res.stderr)
 	}
-	c = getCluster(t, ctx, "fk")
+	c := getCluster(t, ctx, "fk")
 	if c.Status.Operation != nil || c.Status.CurrentPrimary != before || c.Status.History[0].Result != "Aborted" || c.Status.Phase != v1.PhaseDegraded {
 		t.Fatalf("after abort: op %+v primary %s history %+v phase %s", c.Status.Operation, c.Status.CurrentPrimary, c.Status.History[0], c.Status.Phase)
 	}

@@ -19,6 +19,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -165,6 +166,20 @@ func getCluster(t *testing.T, ctx context.Context, name string) *v1.MysqlCluster
 		t.Fatal(err)
 	}
 	return c
+}
+
+// updateSpec changes the cluster's spec, read afresh and written again on a conflict: a watch
+// or a command may write the status (which moves the resourceVersion) at any time.
+func updateSpec(t *testing.T, ctx context.Context, name string, change func(*v1.MysqlClusterSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		c := getCluster(t, ctx, name)
+		change(&c.Spec)
+		return kube(t).Update(ctx, c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func secret(t *testing.T, ctx context.Context, name string) *corev1.Secret {

@@ -99,11 +99,9 @@ func superviseSettled(t *testing.T, ctx context.Context, cluster string) *watchP
 // setPaused sets the cluster's spec.paused.
 func setPaused(t *testing.T, ctx context.Context, cluster string, paused bool) {
 	t.Helper()
-	c := getCluster(t, ctx, cluster)
-	c.Spec.Paused = paused
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, cluster, func(s *v1.MysqlClusterSpec) {
+		s.Paused = paused
+	})
 }
 
 // TestWatchReseedsCrashedPrimaryTail: a primary crashes holding a transaction no replica

@@ -172,11 +172,9 @@ func TestUpgrade(t *testing.T) {
 	}
 
 	// A configuration change in the spec waits for upgrade: reconcile restarts nothing.
-	c = getCluster(t, ctx, "up")
-	c.Spec.MysqlConfig = map[string]string{"max_connections": "321"}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "up", func(s *v1.MysqlClusterSpec) {
+		s.MysqlConfig = map[string]string{"max_connections": "321"}
+	})
 	if res := mysqlctl(t, "reconcile", "up"); res.code != 0 {
 		t.Fatalf("reconcile: %d %s", res.code, res.stderr)
 	}
@@ -394,11 +392,9 @@ func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	if img := getCluster(t, ctx, "hd").Spec.Image; img != "mariadb:11.4" {
 		t.Fatalf("the refused upgrade wrote spec.image %s", img)
 	}
-	c := getCluster(t, ctx, "hd")
-	c.Spec.MysqlConfig = map[string]string{"max_connections": "345"}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "hd", func(s *v1.MysqlClusterSpec) {
+		s.MysqlConfig = map[string]string{"max_connections": "345"}
+	})
 	killAt(t, ctx, orchestrate.StageTemplatePending, "resume", "hd", "--timeout", "3m")
 	sts, err := r.Client.AppsV1().StatefulSets("default").Get(ctx, "hd", metav1.GetOptions{})
 	if err != nil {
@@ -436,11 +432,9 @@ func TestUpgradeTemplateChangeHeldMidRollout(t *testing.T) {
 	// A change written and not rolled out (reconcile restarts nothing): a pod recreated now
 	// comes back at the current revision with that revision's configuration. (One ConfigMap
 	// shared by every revision gave it the new options, past every barrier.)
-	c = getCluster(t, ctx, "hd")
-	c.Spec.MysqlConfig = map[string]string{"max_connections": "400"}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "hd", func(s *v1.MysqlClusterSpec) {
+		s.MysqlConfig = map[string]string{"max_connections": "400"}
+	})
 	if res := mysqlctl(t, "reconcile", "hd", "--timeout", "2m"); res.code != 0 || strings.Contains(res.stdout, "held") || !strings.Contains(res.stdout, "statefulset/hd configured") {
 		t.Fatalf("reconcile of a configuration change after the rollout: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}

@@ -394,14 +394,12 @@ func TestWatchKilledMidFailoverIsContinued(t *testing.T) {
 	root := appCluster(t, ctx, "wk", 3)
 	defer deleteCluster(t, "wk")
 	pods := []string{"wk-0", "wk-1", "wk-2"}
-	c := getCluster(t, ctx, "wk")
-	c.Spec.Failover.Cooldown = &metav1.Duration{}
-	// While its applier is held (WaitingForRelayLog) a candidate's lag grows: the default
-	// bound (30s) could reject it on a slow machine.
-	c.Spec.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "wk", func(s *v1.MysqlClusterSpec) {
+		s.Failover.Cooldown = &metav1.Duration{}
+		// While its applier is held (WaitingForRelayLog) a candidate's lag grows: the default
+		// bound (30s) could reject it on a slow machine.
+		s.Failover.MaxCandidateLag = &metav1.Duration{Duration: 5 * time.Minute}
+	})
 	if res := mysqlctl(t, "reconcile", "wk"); res.code != 0 { // the status describes the new spec
 		t.Fatalf("reconcile: %d\n%s", res.code, res.stderr)
 	}
@@ -1142,11 +1140,9 @@ func TestWatchWokenByChanges(t *testing.T) {
 	defer cancel()
 	appCluster(t, ctx, "wi", 2)
 	defer deleteCluster(t, "wi")
-	c := getCluster(t, ctx, "wi")
-	c.Spec.Failover.DetectionInterval = &metav1.Duration{Duration: time.Minute}
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "wi", func(s *v1.MysqlClusterSpec) {
+		s.Failover.DetectionInterval = &metav1.Duration{Duration: time.Minute}
+	})
 	w := startWatch(t, nil, "wi")
 	w.supervising(t, ctx)
 	time.Sleep(2 * time.Second) // its first check is done; the next is a minute away
@@ -1165,11 +1161,9 @@ func TestWatchObservesOnlyWhenAutoOff(t *testing.T) {
 	root := appCluster(t, ctx, "wo", 3)
 	defer deleteCluster(t, "wo")
 	pods := []string{"wo-0", "wo-1", "wo-2"}
-	c := getCluster(t, ctx, "wo")
-	c.Spec.Failover.Auto = ptr.To(false)
-	if err := kube(t).Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ctx, "wo", func(s *v1.MysqlClusterSpec) {
+		s.Failover.Auto = ptr.To(false)
+	})
 	w := startWatch(t, nil, "wo")
 	w.supervising(t, ctx)
 	primary := getCluster(t, ctx, "wo").Status.CurrentPrimary
