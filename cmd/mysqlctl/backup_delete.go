@@ -10,6 +10,7 @@ import (
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
 
 // BackupDeleteOptions holds the backup delete command's flags.
@@ -83,6 +84,10 @@ func (o *BackupDeleteOptions) Run(ctx context.Context) error {
 	e, err := catalog.ReadOne(ctx, b.store, ns, name, o.ID, "")
 	if err != nil {
 		return b.explain(o.f, err)
+	}
+	if e = e.Judge(b.cluster); e.State == catalog.Foreign {
+		return fmt.Errorf("%w: backup %s is not %s's: %s; delete it from the cluster it belongs to",
+			outcome.ErrUnsafe, e.ID, name, strings.Join(e.Problems, "; "))
 	}
 	ios := o.f.IOStreams
 	what := fmt.Sprintf("backup %s of %s (%s, %d object(s), %s)", e.ID, name, e.State, len(e.Listed), humanBytes(e.ListedBytes()))

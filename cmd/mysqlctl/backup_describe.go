@@ -85,6 +85,7 @@ func (o *BackupDescribeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return b.explain(o.f, err)
 	}
+	e = e.Judge(b.cluster)
 	out := o.f.IOStreams.Out
 	if o.Output != cmdutil.OutputTable {
 		err = cmdutil.PrintStructured(out, o.Output, backupDescribeOutput{Cluster: b.cluster.Namespace + "/" + b.cluster.Name, Location: b.location(e.ID), Entry: e})
@@ -104,7 +105,7 @@ func backupVerdict(f *cmdutil.Factory, c *v1.MysqlCluster, e catalog.Entry) erro
 	switch e.State {
 	case catalog.Complete, catalog.Running:
 		return nil
-	case catalog.Damaged, catalog.Unreadable:
+	case catalog.Damaged, catalog.Unreadable, catalog.Failed, catalog.Foreign:
 		why = strings.Join(e.Problems, "; ")
 	case catalog.Incomplete:
 		why = "it has no manifest"

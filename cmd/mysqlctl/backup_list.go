@@ -210,6 +210,9 @@ func (o *BackupListOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return b.explain(o.f, err)
 	}
+	for i := range entries {
+		entries[i] = entries[i].Judge(b.cluster)
+	}
 	ios := o.f.IOStreams
 	if o.Output != cmdutil.OutputTable {
 		return cmdutil.PrintStructured(ios.Out, o.Output, newBackupListOutput(b, entries))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +79,9 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 		if c.Spec.Backup == nil {
 			return nil, catalog.NoBackupSpec(c)
 		}
+		if specs.Flavor(c) != v1.FlavorMariaDB {
+			return nil, fmt.Errorf("%w: cluster %s runs %s: backups take MariaDB's mariadb-backup, and MySQL's (XtraBackup) is not built yet", outcome.ErrInvalid, c.Name, specs.Flavor(c))
+		}
 		st := c.Status.Backup
 		if st == nil || st.Running == nil {
 			if mine != "" {
@@ -143,6 +147,14 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 			}
 		}
 		return r.wait(ctx)
+	case err != nil && run.Stage == StageBackupChoosingSource && (errors.Is(err, outcome.ErrInvalid) || errors.Is(err, outcome.ErrUnsafe)):
+		// Refused before anything was done: withdrawn, not a failed backup (no lastFailure,
+		// no alert).
+		c.Status.Backup.Running = nil
+		if uerr := r.Kube.Status().Update(ctx, c); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return fmt.Errorf("backup of %s refused: %w", c.Name, err)
 	case err != nil:
 		return r.failBackup(ctx, c, run, err)
 	}
@@ -157,8 +169,14 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 	} else {
 		run.Stage, run.Message = next, ""
 	}
-	if err := r.Kube.Status().Update(ctx, c); err != nil && !apierrors.IsConflict(err) {
-		return err
+	if err := r.Kube.Status().Update(ctx, c); err != nil {
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		return nil
+	}
+	if last := c.Status.Backup.Last; next == "" && last != nil && last.ID == run.ID {
+		r.Event(ctx, c, false, "BackupCompleted", fmt.Sprintf("backup %s completed: %d bytes stored from %s, at GTID %s", last.ID, last.StoredBytes, last.Source, last.GTIDPosition))
 	}
 	return nil
 }
@@ -169,6 +187,7 @@ func (r *Runner) failBackup(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 	if err := r.recordBackupFailure(ctx, c, run, cause.Error()); err != nil {
 		return errors.Join(cause, err)
 	}
+	r.Event(ctx, c, true, "BackupFailed", fmt.Sprintf("backup %s failed at stage %s: %s", run.ID, run.Stage, cause))
 	return fmt.Errorf("backup %s of %s failed at stage %s: %w", run.ID, c.Name, run.Stage, cause)
 }
 
@@ -181,7 +200,12 @@ func (r *Runner) recordBackupFailure(ctx context.Context, c *v1.MysqlCluster, ru
 	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
 		FinishedAt: metav1.NewTime(r.Clock()), Message: why}
 	c.Status.Backup.Running = nil
-	return r.Kube.Status().Update(ctx, c)
+	if err := r.Kube.Status().Update(ctx, c); err != nil {
+		return err
+	}
+	// Again, once nothing records the backup as running: an actor at StartingJob may have
+	// created the Job after the first delete (it deletes a Job it finds orphaned as well).
+	return r.deleteBackupJob(ctx, c, run)
 }
 
 func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) error {
@@ -209,22 +233,49 @@ func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string,
 		return "", fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
 	}
 	run := c.Status.Backup.Running
-	if run.Stage == StageBackupCopying {
-		job := &batchv1.Job{}
-		err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return "", err
-		}
-		if err == nil && jobCondition(job, batchv1.JobComplete) {
-			// Its manifest is in the bucket: a backup, whatever the status says. Discarding it
-			// here would leave a complete backup recorded as aborted.
-			return "", fmt.Errorf("%w: backup %s of %s has finished copying (its Job %s completed): 'backup create %s' records it", outcome.ErrInvalid, run.ID, c.Name, run.Job, c.Name)
-		}
+	done, err := r.copyFinished(ctx, c, run)
+	if err != nil {
+		return "", err
+	}
+	if done {
+		// Its manifest is in the bucket: a backup, whatever the status says. Discarding it
+		// here would leave a complete backup recorded as aborted.
+		return "", fmt.Errorf("%w: backup %s of %s has finished copying (its Job %s completed): 'backup create %s' records it", outcome.ErrInvalid, run.ID, c.Name, run.Job, c.Name)
 	}
 	if err := r.recordBackupFailure(ctx, c, run, "aborted by "+r.Holder); err != nil {
 		return "", err
 	}
+	r.Event(ctx, c, true, "BackupAborted", fmt.Sprintf("backup %s aborted at stage %s by %s", run.ID, run.Stage, r.Holder))
 	return run.ID, nil
+}
+
+// copyFinished reports whether the backup's Job finished its copy: the Job complete, or its
+// copying container exited 0 (before the Job controller says so). At any stage: an actor killed
+// after creating the Job, before recording it, leaves it running at StartingJob.
+func (r *Runner) copyFinished(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) (bool, error) {
+	if run.Job == "" {
+		return false, nil
+	}
+	job := &batchv1.Job{}
+	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	case jobCondition(job, batchv1.JobComplete):
+		return true, nil
+	}
+	pod, err := r.jobPod(ctx, c, job)
+	if err != nil || pod == nil {
+		return false, err
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == specs.BackupComponent && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // finishedBackup is the outcome of backup id, once it is no longer running.
@@ -261,7 +312,7 @@ func chooseBackupSource(c *v1.MysqlCluster, pods map[int32]*corev1.Pod, source s
 	}
 	find := func(name string) (failover.BackupCandidate, bool) {
 		ord, ok := ordinalOf(c, name)
-		if !ok {
+		if !ok || ScalePod(c, ord) != name {
 			return failover.BackupCandidate{}, false
 		}
 		return candidate(name, pods[ord]), true
@@ -369,7 +420,7 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 			return "", nil, fmt.Errorf("the Job %s reported backup %s of %s/%s (cluster UID %s), not backup %s of %s: another backup's Job", job.Name, m.ID, m.Cluster, m.Source, m.ClusterUID, run.ID, run.Source)
 		}
 		if quarantined(c, run.Source) {
-			return "", nil, fmt.Errorf("%w: %s was quarantined while it was copied: its data is not the cluster's, and the copy is not recorded as a backup (delete %s from the bucket)", outcome.ErrUnsafe, run.Source, m.ID)
+			return "", nil, fmt.Errorf("%w: %s was quarantined while it was copied: its data is not the cluster's, and the copy is not recorded as a backup (its manifest is in the bucket: 'backup delete %s %s' removes it)", outcome.ErrUnsafe, run.Source, c.Name, m.ID)
 		}
 		rec := &v1.BackupRecord{ID: run.ID, Source: run.Source, GTIDPosition: m.GTIDPosition, StartedAt: run.StartedAt,
 			FinishedAt: metav1.NewTime(r.Clock()), RawBytes: raw}
@@ -407,6 +458,18 @@ func (r *Runner) bkStartingJob(ctx context.Context, c *v1.MysqlCluster, run *v1.
 	if err := r.Kube.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", nil, err
 	}
+	// An abort may have ended the run between this stage's read and the create: a Job it no
+	// longer records would copy on beside the next backup.
+	live := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, client.ObjectKeyFromObject(c), live); err != nil {
+		return "", nil, notYet("read the cluster after creating the Job %s: %v", job.Name, err)
+	}
+	if st := live.Status.Backup; st == nil || st.Running == nil || st.Running.ID != run.ID {
+		if err := r.deleteBackupJob(ctx, c, run); err != nil {
+			return "", nil, err
+		}
+		return "", nil, fmt.Errorf("backup %s was ended (aborted) while its Job was created: the Job is deleted", run.ID)
+	}
 	return StageBackupCopying, nil, nil
 }
 
@@ -434,6 +497,40 @@ func (r *Runner) backupAccountOn(ctx context.Context, c *v1.MysqlCluster, src *c
 		return notYet("the backup account to reach %s (it replicates from the primary; a replica whose applier is stopped or behind gets it later)", src.Name)
 	case err != nil:
 		return notYet("%s as the backup account: %v", src.Name, err)
+	}
+	return r.sourceCurrent(ctx, c, src)
+}
+
+// sourceCurrent waits until a replica source receives from the primary and applies what it
+// receives within failover.maxCandidateLag: a copy of a stopped or lagging replica would be older
+// than its time says (and silence the alert for a missing backup).
+func (r *Runner) sourceCurrent(ctx context.Context, c *v1.MysqlCluster, src *corev1.Pod) error {
+	if src.Name == c.Status.CurrentPrimary {
+		return nil
+	}
+	primary := &corev1.Pod{}
+	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Status.CurrentPrimary}, primary); err != nil {
+		return notYet("the primary %q: %v", c.Status.CurrentPrimary, err)
+	}
+	creds, err := r.readCredentials(ctx, c)
+	if err != nil {
+		return err
+	}
+	in, err := r.Connect(ctx, src, topology.Credentials{User: RootUser, Password: creds.Root})
+	if err != nil {
+		return notYet("%s: %v", src.Name, err)
+	}
+	defer func() { _ = in.Close() }()
+	s := in.Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
+	switch bound := maxCandidateLag(c); {
+	case !s.Complete():
+		return notYet("observe %s: %v", src.Name, s.Err)
+	case !replicatesFrom(s, primary.Status.PodIP):
+		return notYet("%s to replicate from the primary %s (a copy of it now would be older than it says)", src.Name, primary.Name)
+	case s.Replica.SecondsBehind == nil:
+		return notYet("%s to report its lag", src.Name)
+	case time.Duration(*s.Replica.SecondsBehind)*time.Second > bound:
+		return notYet("%s to catch up with the primary (%ds behind, at most %s: failover.maxCandidateLag)", src.Name, *s.Replica.SecondsBehind, bound)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,14 +28,17 @@ import (
 // TestBackupSurvivesKillsAbortAndRefusals attacks `backup create` through the API server's
 // port-forward, on one cluster:
 //   - the first backup from a replica whose applier is stopped waits until the backup account,
-//     created on the primary, reaches it, rather than start a Job whose login is refused;
+//     created on the primary, reaches it, rather than start a Job whose login is refused; a later
+//     one waits until the replica replicates again (a copy would be older than its time says);
 //   - one backup, its command SIGKILLed before each of its stages in turn and run again each
 //     time, ends as one complete backup under the ID it began with;
 //   - a command SIGKILLed between creating the backup Job and recording it is continued with the
 //     same Job, which ran once;
+//   - a refused source choice is withdrawn, not recorded as a failure;
 //   - `backup abort` of a running copy deletes its Job and records it as aborted, and nothing of
-//     it is listed as a backup; an abort after the copy finished is refused (its manifest is in
-//     the bucket), and `backup create` records it;
+//     it is listed as a backup; an abort after the copy finished (here of a run killed before it
+//     recorded its Job) is refused (its manifest is in the bucket), and `backup create` records it;
+//   - completions and failures are Events;
 //   - wrong bucket credentials fail the Job: the failure is recorded with the store's refusal,
 //     the Job deleted, nothing listed, and no key or password printed or stored.
 func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
@@ -55,6 +59,14 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	source := []string{"--source", name + "-1"}
 	var outputs []string
 
+	// The default source on two instances is the only semi-sync acknowledger: refused, and
+	// withdrawn, not recorded as a failed backup.
+	res := mysqlctl(t, "backup", "create", name)
+	outputs = append(outputs, res.stdout, res.stderr)
+	if st := getCluster(t, ctx, name).Status.Backup; res.code != 4 || !strings.Contains(res.stderr, "--source primary") || (st != nil && (st.Running != nil || st.LastFailure != nil)) {
+		t.Errorf("default source on 2 instances: exit %d %q, status %+v; want 4, nothing recorded", res.code, res.stderr, st)
+	}
+
 	// The first backup from a replica whose applier is stopped: the backup account, created on
 	// the primary, has not reached it, so the Job waits (the tool's login would be refused).
 	root := string(secret(t, ctx, name).Data[specs.SecretRootPassword])
@@ -62,30 +74,8 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	if _, err := replica.ExecContext(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
 		t.Fatal(err)
 	}
-	lagging := exec.CommandContext(ctx, bin, append([]string{"backup", "create", name, "-o", "json", "--kubeconfig", r.Kubeconfig, "-n", "default"}, source...)...)
-	lagging.Env = cliEnv(t)
-	var lagOut, lagErr bytes.Buffer
-	lagging.Stdout, lagging.Stderr = &lagOut, &lagErr
-	if err := lagging.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, ctx, "the backup waits for its account to reach the replica", func() error {
-		if run := runningBackup(t, ctx, name); run == nil || run.Stage != orchestrate.StageBackupStartingJob || !strings.Contains(run.Message, "backup account to reach") {
-			return fmt.Errorf("running %+v", run)
-		}
-		return nil
-	})
-	if _, err := replica.ExecContext(ctx, "START SLAVE SQL_THREAD"); err != nil {
-		t.Fatal(err)
-	}
-	if err := lagging.Wait(); err != nil {
-		t.Fatalf("the backup from the lagging replica: %v\n%s", err, lagErr.String())
-	}
-	outputs = append(outputs, lagOut.String(), lagErr.String())
-	var first v1.BackupRecord
-	if err := json.Unmarshal(lagOut.Bytes(), &first); err != nil {
-		t.Fatalf("output %q: %v", lagOut.String(), err)
-	}
+	first := backupWhileApplierStopped(t, ctx, replica, name, "backup account to reach", source...)
+	outputs = append(outputs, first.output)
 
 	// Killed before each stage, and run again: one backup, under its first ID.
 	var id string
@@ -107,7 +97,8 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 		t.Errorf("complete backups %v, want [%s %s]", got, first.ID, id)
 	}
 
-	// Killed between creating the Job and recording it: the same Job, run once.
+	// Killed between creating the Job and recording it: the same Job, run once; an abort once
+	// its copy finished is refused (its manifest is in the bucket), and the run records it.
 	f := startFrozen(t, ctx, orchestrate.StageBackupStartingJob, append([]string{"backup", "create", name}, source...)...)
 	run := runningBackup(t, ctx, name)
 	f.kill()
@@ -117,6 +108,12 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	}
 	if _, err := r.Client.BatchV1().Jobs("default").Get(ctx, run.Job, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the Job %s was not created before the kill: %v", run.Job, err)
+	}
+	finishedJobPod(t, ctx, run.Job)
+	res = mysqlctl(t, "backup", "abort", name)
+	outputs = append(outputs, res.stdout, res.stderr)
+	if res.code != 2 || !strings.Contains(res.stderr, "finished copying") {
+		t.Errorf("abort of a finished copy recorded at StartingJob: exit %d %q; want 2, refused", res.code, res.stderr)
 	}
 	rec = backupCreate(t, name)
 	outputs = append(outputs, rec.output)
@@ -128,7 +125,7 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	// Aborted while copying: the Job deleted, recorded as aborted, never listed.
 	outputs = append(outputs, killAt(t, ctx, orchestrate.StageBackupCopying, append([]string{"backup", "create", name}, source...)...))
 	aborted := runningBackup(t, ctx, name)
-	res := mysqlctl(t, "backup", "abort", name)
+	res = mysqlctl(t, "backup", "abort", name)
 	outputs = append(outputs, res.stdout, res.stderr)
 	if res.code != 0 {
 		t.Fatalf("backup abort: exit %d %s", res.code, res.stderr)
@@ -139,25 +136,17 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	}
 	jobGone(t, ctx, aborted.Job)
 
-	// Aborted after the copy finished: refused, and recorded as the backup it is.
-	outputs = append(outputs, killAt(t, ctx, orchestrate.StageBackupCopying, append([]string{"backup", "create", name}, source...)...))
-	done := runningBackup(t, ctx, name)
-	finishedJobPod(t, ctx, done.Job)
-	res = mysqlctl(t, "backup", "abort", name)
-	outputs = append(outputs, res.stdout, res.stderr)
-	if res.code != 2 || !strings.Contains(res.stderr, "finished copying") {
-		t.Errorf("abort of a finished copy: exit %d %q; want 2, refused", res.code, res.stderr)
-	}
-	rec = backupCreate(t, name)
-	outputs = append(outputs, rec.output)
-	if rec.ID != done.ID {
-		t.Errorf("recorded %s, want the finished copy %s", rec.ID, done.ID)
-	}
-	want := []string{first.ID, id, run.ID, done.ID}
+	want := []string{first.ID, id, run.ID}
 	slices.Sort(want)
 	if got := completeBackups(t, ctx, store, name); !slices.Equal(got, want) {
 		t.Errorf("complete backups %v, want %v (the aborted %s never)", got, want, aborted.ID)
 	}
+
+	// The applier stopped once the account is there: the Job waits until the replica
+	// replicates again (a copy of it now would be older than its time says).
+	stale := backupWhileApplierStopped(t, ctx, replica, name, "to replicate from the primary", source...)
+	outputs = append(outputs, stale.output)
+	want = append(want, stale.ID)
 
 	// Wrong credentials: the Job fails with the store's refusal, recorded; its Job deleted.
 	good := bucketSecret.Data[specs.BucketSecretSecretKey]
@@ -181,7 +170,13 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outputs = append(outputs, string(status), eventMessages(t, ctx))
+	events := eventMessages(t, ctx)
+	for _, e := range []string{"backup " + id + " completed", "backup " + aborted.ID + " aborted", "refused the credentials"} {
+		if !strings.Contains(events, e) {
+			t.Errorf("no Event says %q", e)
+		}
+	}
+	outputs = append(outputs, string(status), events)
 	noPasswords(t, secret(t, ctx, name), outputs...)
 	for _, txt := range outputs {
 		for _, key := range []string{s3.SecretKey, wrong} {
@@ -190,6 +185,40 @@ func TestBackupSurvivesKillsAbortAndRefusals(t *testing.T) {
 			}
 		}
 	}
+}
+
+// backupWhileApplierStopped stops the applier of the replica (db), runs `backup create NAME
+// -o json [args]`, waits until the backup waits at StartingJob saying waitingFor, starts the
+// applier again, and returns the backup, which must complete.
+func backupWhileApplierStopped(t *testing.T, ctx context.Context, replica *sql.DB, name, waitingFor string, args ...string) createdBackup {
+	t.Helper()
+	if _, err := replica.ExecContext(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"backup", "create", name, "-o", "json", "--kubeconfig", r.Kubeconfig, "-n", "default"}, args...)...)
+	cmd.Env = cliEnv(t)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the backup waits: "+waitingFor, func() error {
+		if run := runningBackup(t, ctx, name); run == nil || run.Stage != orchestrate.StageBackupStartingJob || !strings.Contains(run.Message, waitingFor) {
+			return fmt.Errorf("running %+v", run)
+		}
+		return nil
+	})
+	if _, err := replica.ExecContext(ctx, "START SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the backup once the applier runs again: %v\n%s", err, stderr.String())
+	}
+	rec := createdBackup{output: stdout.String() + stderr.String()}
+	if err := json.Unmarshal(stdout.Bytes(), &rec.BackupRecord); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	return rec
 }
 
 // useBucket gives the cluster a bucket in s3 (prefix e2e/) and a Secret with its keys (NAME-bucket),

@@ -44,7 +44,34 @@ const (
 	// Running is the backup recorded in status.backup.running: no manifest yet (and perhaps no
 	// object listed yet: an upload in progress is not listed).
 	Running State = "running"
+	// Failed is a manifest of the backup status.backup.lastFailure names: it failed after its
+	// copy finished (its source quarantined meanwhile, its Job's result lost); a restore
+	// refuses it.
+	Failed State = "failed"
+	// Foreign is a manifest of another cluster of the same namespace and name (another UID: a
+	// re-created cluster, or another Kubernetes cluster sharing the bucket and prefix).
+	Foreign State = "foreign"
 )
+
+// Judge marks what only the cluster knows about an entry read from the bucket: a manifest of
+// another cluster of the same name is Foreign, and the backup the status records as failed is
+// Failed, whatever the bucket holds.
+func (e Entry) Judge(c *v1.MysqlCluster) Entry {
+	if e.Manifest == nil || (e.State != Complete && e.State != Damaged) {
+		return e
+	}
+	if uid := e.Manifest.ClusterUID; c.UID != "" && uid != "" && uid != string(c.UID) {
+		e.State = Foreign
+		e.Problems = append(e.Problems, fmt.Sprintf("its manifest names cluster UID %s, and %s/%s is %s: another cluster of that name (re-created, or in another Kubernetes cluster sharing the bucket)",
+			uid, c.Namespace, c.Name, c.UID))
+		return e
+	}
+	if st := c.Status.Backup; st != nil && st.LastFailure != nil && st.LastFailure.ID == e.ID {
+		e.State = Failed
+		e.Problems = append(e.Problems, "recorded as failed (status.backup.lastFailure): "+st.LastFailure.Message)
+	}
+	return e
+}
 
 // Entry is one backup directory in the bucket.
 type Entry struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 )
@@ -121,5 +122,39 @@ func TestDeleteOrderOfAnEntry(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{backup.ManifestName, "binlog", "data"}) || e.Listed[0].Name != "binlog" {
 		t.Errorf("DeleteOrder = %q (listed now %+v)", got, e.Listed)
+	}
+}
+
+// TestJudge: a manifest of another cluster of the same name is foreign (and never complete), the
+// backup the status records as failed is failed; entries without a manifest are left as read.
+func TestJudge(t *testing.T) {
+	s := newSnapshot().backup("20261206T210000Z-a", []int64{10}, []int64{10}).backup("20261206T220000Z-b", []int64{10}, []int64{10})
+	ms := s.manifests["20261206T210000Z-a"]
+	ms.m.ClusterUID = "uid-old"
+	s.manifests["20261206T210000Z-a"] = ms
+	es := entries("db", "demo", s.objs, s.manifests, "20261206T230000Z-c")
+	c := &v1.MysqlCluster{}
+	c.Namespace, c.Name, c.UID = "db", "demo", "uid-1"
+	c.Status.Backup = &v1.BackupStatus{LastFailure: &v1.BackupRecord{ID: "20261206T220000Z-b", Message: "demo-2 was quarantined while it was copied"}}
+	got := map[string]Entry{}
+	for _, e := range es {
+		got[e.ID] = e.Judge(c)
+	}
+	if e := got["20261206T210000Z-a"]; e.State != Foreign || !strings.Contains(strings.Join(e.Problems, ";"), "uid-old") {
+		t.Errorf("another cluster's backup: %s %v", e.State, e.Problems)
+	}
+	if e := got["20261206T220000Z-b"]; e.State != Failed || !strings.Contains(strings.Join(e.Problems, ";"), "quarantined") {
+		t.Errorf("the failed backup: %s %v", e.State, e.Problems)
+	}
+	if e := got["20261206T230000Z-c"]; e.State != Running {
+		t.Errorf("the running one: %s", e.State)
+	}
+	c.Status.Backup = nil
+	ms.m.ClusterUID = "uid-1"
+	s.manifests["20261206T210000Z-a"] = ms
+	for _, e := range entries("db", "demo", s.objs, s.manifests, "") {
+		if e.Judge(c).State != Complete {
+			t.Errorf("%s of this cluster, not failed: %s", e.ID, e.Judge(c).State)
+		}
 	}
 }
