@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 )
 
@@ -55,9 +56,10 @@ func NewCmdBackupAbort(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "abort NAME",
 		Short: "Stop the backup in progress and record it as failed",
-		Long: `Abort stops the backup recorded in status.backup.running: its Job is deleted (the copy
-under way is abandoned; no manifest is written, so nothing of it is ever taken for a backup) and
-the backup is recorded in status.backup.lastFailure as aborted. Use it for a backup that cannot
+		Long: `Abort stops the backup recorded in status.backup.running: its Job and its pod are deleted
+(the copy under way is abandoned) and the backup is recorded in status.backup.lastFailure as
+aborted. Once the pod is gone, what the copy stored in the bucket is deleted (read from where the
+command runs, as 'backup list' does; a bucket it cannot reach is reported). Use it for a backup that cannot
 finish, for example one waiting for a source that is gone. A backup whose copy has finished (its
 Job completed: its manifest is in the bucket) is not aborted: 'backup create NAME' records it.`,
 		Example: example(f,
@@ -76,14 +78,45 @@ Job completed: its manifest is in the bucket) is not aborted: 'backup create NAM
 				return err
 			}
 			r := &orchestrate.Runner{Kube: c, Holder: holderName()}
-			id, err := r.AbortBackup(ctx, client.ObjectKeyFromObject(cluster))
+			key := client.ObjectKeyFromObject(cluster)
+			id, err := r.AbortBackup(ctx, key)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(f.IOStreams.Out, "backup %s of %s aborted\n", id, cluster.Name)
-			return err
+			fmt.Fprintf(f.IOStreams.Out, "backup %s of %s aborted\n", id, cluster.Name)
+			return removeAborted(ctx, f, r, key, id)
 		},
 	}
+}
+
+// removeAborted waits until the aborted backup's copy has stopped, then deletes what it left in
+// the bucket: a copy that finished before the abort reached it wrote a manifest, and the bucket
+// would hold a complete backup the status records as aborted. A bucket this machine cannot
+// reach is reported, not an error: the abort itself is done.
+func removeAborted(ctx context.Context, f *cmdutil.Factory, r *orchestrate.Runner, key client.ObjectKey, id string) error {
+	ios := f.IOStreams
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	later := fmt.Sprintf("'%s backup list %s' shows what it left in the bucket and 'backup delete %s %s' removes it", f.DisplayName, key.Name, key.Name, id)
+	if err := r.WaitBackupStopped(wctx, key, id); err != nil {
+		fmt.Fprintf(ios.ErrOut, "warning: %v; %s\n", err, later)
+		return nil
+	}
+	b, err := openBucket(ctx, f, key.Name, "")
+	if err == nil {
+		var e catalog.Entry
+		if e, err = catalog.ReadOne(ctx, b.store, key.Namespace, key.Name, id, ""); catalog.IsNotFound(err) {
+			return nil // nothing was stored
+		} else if err == nil {
+			var d catalog.Deleted
+			if d, err = catalog.Delete(ctx, b.store, key.Namespace, key.Name, e, f.Clock()); err == nil {
+				fmt.Fprintf(ios.Out, "deleted what it had stored (%s): %d object(s), %s\n", e.State, d.Objects, humanBytes(d.Bytes))
+				return nil
+			}
+		}
+	}
+	fmt.Fprintf(ios.ErrOut, "warning: could not check the bucket for what the backup stored (%v): %s\n", err, later)
+	return nil
 }
 
 // BackupCreateOptions holds the backup create command's flags.

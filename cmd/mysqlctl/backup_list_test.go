@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +65,17 @@ func bucketCluster(t *testing.T, s3 *testenv.S3, name, endpoint string, keys map
 	return cluster
 }
 
+// uidOf is the UID of cluster default/name (a backup's manifest names its cluster's UID; another
+// UID is another cluster's), or a made-up one when there is no such cluster.
+func uidOf(t *testing.T, name string) string {
+	t.Helper()
+	c := &v1.MysqlCluster{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: name}, c); err != nil {
+		return "uid-" + name
+	}
+	return string(c.UID)
+}
+
 // putBackupObjects writes a backup of default/cluster as the agent does: its objects, then (with
 // a manifest) its manifest, finished nine seconds after the time in its ID.
 func putBackupObjects(t *testing.T, st *objectstore.Store, cluster, id string, manifest bool, names ...string) {
@@ -72,7 +84,7 @@ func putBackupObjects(t *testing.T, st *objectstore.Store, cluster, id string, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := backup.Manifest{Format: backup.FormatVersion, ID: id, Namespace: "default", Cluster: cluster, ClusterUID: "uid-" + cluster, Method: backup.MethodPhysical,
+	m := backup.Manifest{Format: backup.FormatVersion, ID: id, Namespace: "default", Cluster: cluster, ClusterUID: uidOf(t, cluster), Method: backup.MethodPhysical,
 		Flavor: "mariadb", ServerVersion: "10.11.14-MariaDB-log", Source: cluster + "-2", GTIDPosition: "0-1000-" + id[6:8],
 		StartedAt: at, FinishedAt: at.Add(9 * time.Second), Compression: "zstd"}
 	for _, n := range names {
@@ -217,7 +229,7 @@ func bkListAndDescribe(t *testing.T, b *bkRunner) {
 		"Cluster:         default/bkl\n"+
 		"Location:        s3://mysqlctl-test/p/default/bkl/backups/20261205T010000Z-aaaaaa/\n"+
 		"State:           complete: all 2 objects present\n"+
-		"Cluster UID:     uid-bkl\n"+
+		"Cluster UID:     "+uidOf(t, "bkl")+"\n"+
 		"Format:          1\n"+
 		"Method:          physical\n"+
 		"Flavor:          mariadb\n"+
@@ -275,16 +287,19 @@ func bkDeletes(t *testing.T, b *bkRunner) {
 	}
 	want(t, "delete --dry-run", run(runOpts{}, "backup", "delete", "bkl", bkOld, "--dry-run"), 0,
 		"backup "+bkOld+" of bkl (complete, 3 object(s), 3.9 KiB) would be deleted from s3://mysqlctl-test/p/default/bkl/backups/"+bkOld+"/, in this order:\n"+
-			"  manifest.json (686 bytes)\n  binlog.zst (1520 bytes)\n  data.xbstream.zst (1800 bytes)\n")
+			// The manifest's size follows its cluster UID's length (36 for a real one).
+			fmt.Sprintf("  manifest.json (%d bytes)\n  binlog.zst (1520 bytes)\n  data.xbstream.zst (1800 bytes)\n", 679+len(uidOf(t, "bkl"))))
 	r = run(runOpts{tty: true, noColor: true, stdin: "yes\n"}, "backup", "delete", "bkl", bkNew)
-	if r.code != cmdutil.ExitFailed || r.stdout != "" || !strings.HasPrefix(r.stderr, "Delete backup "+bkNew+" of bkl (damaged, 1 object(s), 542 B) from s3://mysqlctl-test/p/default/bkl/backups/"+bkNew+"/? Type the backup ID to confirm: error: not confirmed: nothing deleted") {
+	// The manifest left (535 bytes with a 7-character cluster UID) grows with the real UID's length.
+	left := 535 + len(uidOf(t, "bkl"))
+	if r.code != cmdutil.ExitFailed || r.stdout != "" || !strings.HasPrefix(r.stderr, "Delete backup "+bkNew+fmt.Sprintf(" of bkl (damaged, 1 object(s), %d B) from", left)+" s3://mysqlctl-test/p/default/bkl/backups/"+bkNew+"/? Type the backup ID to confirm: error: not confirmed: nothing deleted") {
 		t.Errorf("delete answered with another word: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	want(t, "list after the refusals and the dry run", run(runOpts{}, "backup", "list", "bkl", "-o", "json"), 0, beforeDeletes.stdout)
 
 	// Confirmed on a terminal; status.backup.last names it, and stays.
 	r = run(runOpts{tty: true, noColor: true, stdin: bkNew + "\n"}, "backup", "delete", "bkl", bkNew)
-	if r.code != 0 || r.stdout != "backup "+bkNew+" of bkl deleted: 1 object(s), 542 B (542 bytes)\n" ||
+	if r.code != 0 || r.stdout != "backup "+bkNew+fmt.Sprintf(" of bkl deleted: 1 object(s), %d B (%d bytes)\n", left, left) ||
 		!strings.HasSuffix(r.stderr, "status.backup.last still names backup "+bkNew+": it records the last backup taken, and is left as it is\n") {
 		t.Errorf("delete confirmed: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}

@@ -217,7 +217,39 @@ func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the backup Job %s: %w", run.Job, err)
 	}
+	// Its pods at once, not when the garbage collector gets to them: a copy left running
+	// would go on to write its manifest.
+	// (One by one: the shipped RBAC grants delete on pods, not deletecollection.)
+	pods := &corev1.PodList{}
+	if err := r.Kube.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: run.Job}); err != nil {
+		return fmt.Errorf("list the backup Job %s's pods: %w", run.Job, err)
+	}
+	for i := range pods.Items {
+		if err := r.Kube.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the backup Job %s's pod %s: %w", run.Job, pods.Items[i].Name, err)
+		}
+	}
 	return nil
+}
+
+// WaitBackupStopped waits until no pod of the backup's Job is left (an aborted copy has
+// stopped: nothing more is written to the bucket under its ID).
+func (r *Runner) WaitBackupStopped(ctx context.Context, key client.ObjectKey, id string) error {
+	c := &v1.MysqlCluster{}
+	c.Namespace, c.Name = key.Namespace, key.Name
+	job := specs.BackupJobName(c, id)
+	for {
+		list := &corev1.PodList{}
+		if err := r.Kube.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job}); err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		if err := r.wait(ctx); err != nil {
+			return fmt.Errorf("the pod %s of the backup Job %s is still there: %w", list.Items[0].Name, job, err)
+		}
+	}
 }
 
 // AbortBackup stops the backup recorded in status.backup.running: its Job is deleted (a copy
@@ -508,10 +540,7 @@ func (r *Runner) sourceCurrent(ctx context.Context, c *v1.MysqlCluster, src *cor
 	if src.Name == c.Status.CurrentPrimary {
 		return nil
 	}
-	primary := &corev1.Pod{}
-	if err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Status.CurrentPrimary}, primary); err != nil {
-		return notYet("the primary %q: %v", c.Status.CurrentPrimary, err)
-	}
+	primary := c.Status.CurrentPrimary
 	creds, err := r.readCredentials(ctx, c)
 	if err != nil {
 		return err
@@ -525,8 +554,8 @@ func (r *Runner) sourceCurrent(ctx context.Context, c *v1.MysqlCluster, src *cor
 	switch bound := maxCandidateLag(c); {
 	case !s.Complete():
 		return notYet("observe %s: %v", src.Name, s.Err)
-	case !replicatesFrom(s, primary.Status.PodIP):
-		return notYet("%s to replicate from the primary %s (a copy of it now would be older than it says)", src.Name, primary.Name)
+	case !replicatesFrom(s, specs.PodHost(c, primary)):
+		return notYet("%s to replicate from the primary %s (a copy of it now would be older than it says)", src.Name, primary)
 	case s.Replica.SecondsBehind == nil:
 		return notYet("%s to report its lag", src.Name)
 	case time.Duration(*s.Replica.SecondsBehind)*time.Second > bound:
