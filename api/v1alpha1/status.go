@@ -190,6 +190,29 @@ type MysqlClusterStatus struct {
 	// holds up a failover or a switchover. Written by mysqlctl; do not edit.
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// The restore of spec.restore: when the data was put in place and when the primary's GTID
+	// history was continued from the backup's position (the provenance of a restored cluster).
+	// Written by mysqlctl; do not edit.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// RestoreStatus is how far the restore of spec.restore went.
+type RestoreStatus struct {
+	// ID of the backup restored (spec.restore.backupID).
+	BackupID string `json:"backupID"`
+	// The GTID position the restored data is consistent at, as the restore tool reported it.
+	// +optional
+	GTIDPosition string `json:"gtidPosition,omitempty"`
+	// The Job that restored the data into the first instance's volume.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// When the data was in place in the first instance's volume.
+	// +optional
+	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
+	// When the primary's binary log was started again at the backup's position.
+	// +optional
+	HistoryContinuedAt *metav1.Time `json:"historyContinuedAt,omitempty"`
 }
 
 // BackupStatus is the state of a cluster's backups.

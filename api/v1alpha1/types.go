@@ -174,6 +174,45 @@ type MysqlClusterSpec struct {
 	// backups.
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// The backup this cluster's data comes from, set by `mysqlctl restore` when it creates the
+	// cluster; fixed from then on. Its first instance starts on a volume the backup was restored
+	// into, its GTID history continues from the backup's position, and its other instances are
+	// seeded from it. The bucket is spec.backup's.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.restore is fixed once the cluster exists"
+	Restore *RestoreSpec `json:"restore,omitempty"`
+}
+
+// RestoreSpec names the backup a new cluster is restored from, as its manifest records it.
+type RestoreSpec struct {
+	// Namespace of the cluster the backup was taken of.
+	// +kubebuilder:validation:MaxLength=253
+	SourceNamespace string `json:"sourceNamespace"`
+	// Name of the cluster the backup was taken of.
+	// +kubebuilder:validation:MaxLength=63
+	SourceCluster string `json:"sourceCluster"`
+	// UID of the cluster the backup was taken of, as its manifest records it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	SourceUID string `json:"sourceUID,omitempty"`
+	// ID of the backup, also its directory in the bucket.
+	// +kubebuilder:validation:MaxLength=64
+	BackupID string `json:"backupID"`
+	// The backup's data object: its key below the bucket's prefix.
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key"`
+	// The data object's size in bytes, as the manifest records it: the restore checks it.
+	Size int64 `json:"size"`
+	// SHA-256 of the data object, as the manifest records it: the restore checks every byte
+	// against it and refuses an object that differs.
+	// +kubebuilder:validation:MaxLength=64
+	SHA256 string `json:"sha256"`
+	// The GTID position the backup is consistent at: the restored primary's history continues
+	// from it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	GTIDPosition string `json:"gtidPosition,omitempty"`
 }
 
 // BackupSpec names the bucket backups go to.

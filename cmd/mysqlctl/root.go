@@ -147,6 +147,7 @@ server cannot reach a pod's node: the message says what to change).`,
 		NewCmdAbort(f, nil),
 		NewCmdWatch(f, nil),
 		NewCmdBackup(f),
+		NewCmdRestore(f, nil),
 		NewCmdAgent(f),
 	)
 	registerNameCompletion(root, f)

@@ -212,21 +212,25 @@ func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v
 	if run.Job == "" {
 		return nil
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: run.Job}}
+	return r.deleteJob(ctx, c, run.Job, "backup")
+}
+
+// deleteJob deletes a Job (what names it in errors: backup, restore) and its pods at once, not
+// when the garbage collector gets to them: a copy left running would go on writing.
+// (One by one: the shipped RBAC grants delete on pods, not deletecollection.)
+func (r *Runner) deleteJob(ctx context.Context, c *v1.MysqlCluster, name, what string) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
 	err := r.Kube.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the backup Job %s: %w", run.Job, err)
+		return fmt.Errorf("delete the %s Job %s: %w", what, name, err)
 	}
-	// Its pods at once, not when the garbage collector gets to them: a copy left running
-	// would go on to write its manifest.
-	// (One by one: the shipped RBAC grants delete on pods, not deletecollection.)
 	pods := &corev1.PodList{}
-	if err := r.Kube.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: run.Job}); err != nil {
-		return fmt.Errorf("list the backup Job %s's pods: %w", run.Job, err)
+	if err := r.Kube.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: name}); err != nil {
+		return fmt.Errorf("list the %s Job %s's pods: %w", what, name, err)
 	}
 	for i := range pods.Items {
 		if err := r.Kube.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete the backup Job %s's pod %s: %w", run.Job, pods.Items[i].Name, err)
+			return fmt.Errorf("delete the %s Job %s's pod %s: %w", what, name, pods.Items[i].Name, err)
 		}
 	}
 	return nil
@@ -461,7 +465,7 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 		}
 		return "", func(s *v1.BackupStatus) { s.Last = rec }, nil
 	case jobCondition(job, batchv1.JobFailed):
-		return "", nil, fmt.Errorf("the backup Job %s failed: %s", job.Name, jobFailure(job, pod))
+		return "", nil, fmt.Errorf("the backup Job %s failed: %s", job.Name, jobFailure(job, pod, specs.BackupComponent))
 	case pod == nil:
 		return "", nil, notYet("the backup Job %s has no pod yet", job.Name)
 	}
@@ -581,13 +585,13 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 	return slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool { return c.Type == t && c.Status == corev1.ConditionTrue })
 }
 
-// terminationMessage is the message the pod's backup container exited with.
-func terminationMessage(pod *corev1.Pod) string {
+// terminationMessage is the message the pod's container exited with.
+func terminationMessage(pod *corev1.Pod, container string) string {
 	if pod == nil {
 		return ""
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == specs.BackupComponent && cs.State.Terminated != nil {
+		if cs.Name == container && cs.State.Terminated != nil {
 			return cs.State.Terminated.Message
 		}
 	}
@@ -602,7 +606,7 @@ func backupResult(pod *corev1.Pod) (backup.Manifest, int64, error) {
 			RawBytes int64           `json:"rawBytes"`
 		} `json:"result"`
 	}
-	msg := terminationMessage(pod)
+	msg := terminationMessage(pod, specs.BackupComponent)
 	if err := json.Unmarshal([]byte(msg), &res); err != nil {
 		return backup.Manifest{}, 0, fmt.Errorf("the backup Job completed but its result cannot be read (%v): %q", err, msg)
 	}
@@ -614,8 +618,8 @@ func backupResult(pod *corev1.Pod) (backup.Manifest, int64, error) {
 
 // jobFailure says why a Job failed: its pod's message (the agent's last words), or the Job's
 // condition.
-func jobFailure(job *batchv1.Job, pod *corev1.Pod) string {
-	if msg := strings.TrimSpace(terminationMessage(pod)); msg != "" {
+func jobFailure(job *batchv1.Job, pod *corev1.Pod, container string) string {
+	if msg := strings.TrimSpace(terminationMessage(pod, container)); msg != "" {
 		return msg
 	}
 	if pod != nil {

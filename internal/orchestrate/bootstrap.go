@@ -567,7 +567,11 @@ func (r *Runner) beginWith(ctx context.Context, write func(context.Context, Stat
 func (r *Runner) startOperation(ctx context.Context, cluster *v1.MysqlCluster, typ string) error {
 	now := metav1.NewTime(r.Clock())
 	id := fmt.Sprintf("%s-%d", typ, now.Unix())
-	op := v1.OperationStatus{ID: id, Type: typ, Stage: StageWaitingForPods, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
+	stage := StageWaitingForPods
+	if typ == OperationBootstrap {
+		stage = firstBootstrapStage(cluster)
+	}
+	op := v1.OperationStatus{ID: id, Type: typ, Stage: stage, StartedAt: now, StartedAtMicro: microOf(now), UpdatedAt: &now}
 	return r.begin(ctx, cluster, op, func(s *v1.MysqlClusterStatus) {
 		if typ == OperationConverge {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Converging", Message: "re-joining replicas"})

@@ -221,9 +221,10 @@ func (r *Runner) readyMembers(ctx context.Context, c *v1.MysqlCluster) ([]Instan
 // bootstrapKind runs a new cluster's bootstrap, and the converge of a running one.
 var bootstrapKind = &operationKind{
 	stages: []namedStage{
-		{StageWaitingForPods, func(*Runner, context.Context, *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-			return StageRecordingProvenance, nil, nil // prepare proved every pod ready
-		}},
+		{StageRestoringData, (*Runner).bsRestoringData},
+		{StageStartingInstance, (*Runner).bsStartingInstance},
+		{StageWaitingForPods, (*Runner).bsWaitingForPods},
+		{StageContinuingHistory, (*Runner).bsContinuingHistory},
 		{StageRecordingProvenance, (*Runner).bsRecordingProvenance},
 		{StageCreatingUsers, (*Runner).bsCreatingUsers},
 		{StageConfiguringPrimary, (*Runner).bsConfiguringPrimary},
@@ -234,6 +235,9 @@ var bootstrapKind = &operationKind{
 	guard:  (*Runner).bsGuard,
 	bounds: map[string]time.Duration{StageVerifyingConvergence: postPromotionBound},
 	prepare: func(r *Runner, ctx context.Context, x *stageEnv) error {
+		if x.op.Stage == StageRestoringData || x.op.Stage == StageStartingInstance {
+			return nil // before the first instance exists
+		}
 		members, err := r.members(ctx, x.c)
 		if err != nil || x.op.Stage == StageWaitingForPods {
 			return err

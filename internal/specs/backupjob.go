@@ -114,13 +114,7 @@ func BuildBackupJob(c *v1.MysqlCluster, o BackupJobOptions) (*batchv1.Job, error
 						{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}},
 						{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
-					InitContainers: []corev1.Container{{
-						Name:                     "agent",
-						Image:                    image,
-						Args:                     []string{"agent", "install-self", agent},
-						VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					}},
+					InitContainers: []corev1.Container{agentInstaller(image)},
 					Containers: []corev1.Container{{
 						Name:  BackupComponent,
 						Image: server.Image,
@@ -140,6 +134,18 @@ func BuildBackupJob(c *v1.MysqlCluster, o BackupJobOptions) (*batchv1.Job, error
 			},
 		},
 	}, nil
+}
+
+// agentInstaller is the init container that copies mysqlctl, from its image, into the Job's
+// "agent" volume, for the main container (of the server's image) to run.
+func agentInstaller(image string) corev1.Container {
+	return corev1.Container{
+		Name:                     "agent",
+		Image:                    image,
+		Args:                     []string{"agent", "install-self", AgentDir + "/mysqlctl"},
+		VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
 }
 
 // bucketEnv is the agent's bucket: where in plain values, the credentials from their Secret.

@@ -107,6 +107,10 @@ func BuildStatefulSet(c *v1.MysqlCluster) (*appsv1.StatefulSet, error) {
 		// A scale in progress moves the StatefulSet one instance at a time.
 		replicas = sc.Replicas
 	}
+	if RestorePending(c) {
+		// No server may start on the first volume before the backup is in it.
+		replicas = 0
+	}
 	partition := replicas
 	grace := int64(60)
 	fsGroup := int64(999)

@@ -784,6 +784,37 @@ func (i *Instance) ResetReplication(ctx context.Context) error {
 	return i.do(ctx, "reset replication", func(d Dialect) ([]Stmt, error) { return d.ResetReplication(), nil })
 }
 
+// ContinueHistory resets the binary logs and sets the server's GTID state to
+// position (see Dialect.ContinueHistory). Only for a restored server whose
+// binary log is empty: the caller proves that first.
+func (i *Instance) ContinueHistory(ctx context.Context, position string) error {
+	return i.do(ctx, "continue the GTID history", func(d Dialect) ([]Stmt, error) { return d.ContinueHistory(position), nil })
+}
+
+// ForgetFence removes the epoch stored in FenceTable, without binary logging
+// and through read_only, on an Instance without an Epoch. It is for a server
+// restored from a backup only, before anything of its new cluster touched it:
+// the stored epoch came with the backup and counts another cluster's Lease,
+// which would refuse every statement of this one's. A server without the
+// table has nothing to forget.
+func (i *Instance) ForgetFence(ctx context.Context) error {
+	const op = "forget the restored fencing token"
+	if i.epoch() != 0 {
+		return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: errors.New("a fenced session cannot forget the fence")}
+	}
+	d, err := i.Dialect(ctx)
+	if err != nil {
+		return err
+	}
+	err = i.withSession(ctx, op, d, sessionOptions{elevate: true, skipBinlog: true}, func(s *pinnedSession) error {
+		return s.exec(stmt("DELETE FROM " + FenceTable))
+	})
+	if n := sqlErrorNumber(err); n == erNoSuchTable || n == erBadDB {
+		return nil
+	}
+	return err
+}
+
 // WaitForGTID waits on the server until gtidText (a MySQL GTID set or a
 // MariaDB position, canonical text) has been applied, for at most timeout.
 // It returns ErrWaitTimeout (wrapped) when the server's wait expired. The

@@ -148,6 +148,11 @@ type Dialect interface {
 	// ResetReplication forgets the replication configuration of a promoted
 	// instance.
 	ResetReplication() []Stmt
+	// ContinueHistory starts the binary log again with the GTID history of a
+	// restored backup (a MariaDB position or a MySQL GTID set): the binary logs
+	// are reset, and the server's GTID state is set to the position, so that
+	// its next transaction follows it.
+	ContinueHistory(position string) []Stmt
 	// WaitForGTID blocks on the server until the GTID set or position gtid
 	// has been applied or timeout passed; the statement returns one integer,
 	// 0 when applied.

@@ -279,6 +279,13 @@ func (d mariadbDialect) ResetReplication() []Stmt {
 	return []Stmt{stmt("STOP SLAVE"), stmt("RESET SLAVE ALL")}
 }
 
+// ContinueHistory sets gtid_binlog_state after RESET MASTER (which only an
+// empty binary log accepts), and gtid_slave_pos with it: the restored data
+// holds exactly that history, as a primary or as a replica.
+func (d mariadbDialect) ContinueHistory(pos string) []Stmt {
+	return []Stmt{stmt("RESET MASTER"), stmt("SET GLOBAL gtid_binlog_state = ?", pos), stmt("SET GLOBAL gtid_slave_pos = ?", pos)}
+}
+
 // WaitForGTID uses MASTER_GTID_WAIT, which returns 0 once gtid_slave_pos has
 // reached the position and -1 on timeout; the timeout may be fractional.
 func (d mariadbDialect) WaitForGTID(pos string, timeout time.Duration) Stmt {

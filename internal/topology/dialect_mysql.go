@@ -269,6 +269,17 @@ func (d mysqlDialect) ResetReplication() []Stmt {
 	return []Stmt{stmt("STOP " + d.w.replica), stmt("RESET " + d.w.replica + " ALL")}
 }
 
+// ContinueHistory empties gtid_executed (RESET BINARY LOGS AND GTIDS from 8.4,
+// RESET MASTER before) and declares the set as purged: the server holds it,
+// and its binary logs do not.
+func (d mysqlDialect) ContinueHistory(set string) []Stmt {
+	reset := "RESET MASTER"
+	if d.f.Version.AtLeast(8, 4, 0) {
+		reset = "RESET BINARY LOGS AND GTIDS"
+	}
+	return []Stmt{stmt(reset), stmt("SET GLOBAL gtid_purged = ?", set)}
+}
+
 // WaitForGTID uses WAIT_FOR_EXECUTED_GTID_SET, which returns 0 once the set
 // is in gtid_executed and 1 on timeout. The timeout is whole seconds, at
 // least 1, because 5.7 takes an integer.

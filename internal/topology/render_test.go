@@ -66,6 +66,7 @@ func renderDialect(d Dialect) string {
 	stmts, err = d.ChangeSource(src)
 	lineErr("change source (ssl)", stmts, err)
 	line("reset", d.ResetReplication()...)
+	line("continue-history", d.ContinueHistory("HISTORY")...)
 	line("wait", d.WaitForGTID("G", 2500*time.Millisecond))
 	for _, side := range []SemiSyncSide{SemiSyncSource, SemiSyncReplica} {
 		if name, lib, ok := d.SemiSyncPlugin(side); ok {

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+)
+
+// RestoreOptions holds the restore command's flags.
+type RestoreOptions struct {
+	f *cmdutil.Factory
+
+	// Name is the new cluster; From is --from, SourceName and BackupID what it names.
+	Name, From, SourceName, BackupID string
+	Replicas                         int32
+	Endpoint                         string
+	Output                           string
+	Timeout                          time.Duration
+	Dialer                           string
+	DryRun                           cmdutil.DryRun
+}
+
+// NewCmdRestore restores a backup into a new cluster.
+func NewCmdRestore(f *cmdutil.Factory, runF func(*RestoreOptions) error) *cobra.Command {
+	o := &RestoreOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "restore NEWNAME --from NAME[/BACKUP]",
+		Short: "Restore a backup into a new cluster",
+		Long: `Restore creates the cluster NEWNAME, in NAME's namespace and with NAME's spec, from a backup of
+NAME: the newest complete one, or BACKUP. The backup is read from NAME's bucket (spec.backup), and
+the new cluster keeps that bucket for its own backups. Each stage is recorded in the new cluster's
+status.operation:
+
+  RestoringData       a Job of the cluster's server image claims the first instance's volume,
+                      downloads the backup (every byte checked against the manifest's SHA-256: a
+                      damaged object is refused and named), prepares it and moves it in place
+  StartingInstance    the StatefulSet gets its first instance, on the restored volume
+  WaitingForPods      its server starts on the restored data
+  ContinuingHistory   its binary log starts again at the backup's GTID position (before anything
+                      is written to it), so the history continues from the backup's
+  ...                 then the stages of a new cluster's bootstrap
+
+Once the first instance is Running, the others (--replicas, default NAME's count) are added by a
+scale: each is seeded from the restored primary and joined to it.
+
+A restore never writes into an existing cluster: NEWNAME must not exist, or be the cluster an
+earlier run of the same restore created (running the command again continues it; 'resume
+NEWNAME' continues its recorded stage). Its volume must be new and empty.
+
+The new cluster's credentials Secret is a copy of NAME's (the restored data holds NAME's accounts
+and passwords, as they were when the backup was taken).`,
+		Example: example(f,
+			"# Restore demo's newest complete backup into a new cluster demo-restored",
+			"%[1]s restore demo-restored --from demo",
+			"# Restore one backup, with one replica",
+			"%[1]s restore demo-restored --from demo/20261207T001359Z-k3x9qa --replicas 2",
+			"# Show which backup would be restored, and the new cluster, without creating anything",
+			"%[1]s restore demo-restored --from demo --dry-run"),
+		Args: cmdutil.ExactArgs(1, "the NEWNAME of the cluster to create"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.From, "from", "", "The cluster whose backup is restored, as NAME (its newest complete backup) or NAME/BACKUP")
+	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
+	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
+	fl.DurationVar(&o.Timeout, "timeout", defaultBackupTimeout, "How long to wait for the restore; when it passes, the restore stays recorded and running the command again continues it")
+	addDialerFlag(cmd, &o.Dialer)
+	cmdutil.AddDryRunFlag(cmd, &o.DryRun, "Only show which backup would be restored into which new cluster: client (nothing is created)")
+	cmdutil.AddOutputFlag(cmd, &o.Output, cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML)
+	return cmd
+}
+
+// validate checks the arguments and flags (a usage error for a bad value); it is pure.
+func (o *RestoreOptions) validate() error {
+	if errs := validation.IsDNS1035Label(o.Name); len(errs) > 0 {
+		return cmdutil.FlagErrorf("NEWNAME %q is not a valid cluster name: %s", o.Name, strings.Join(errs, "; "))
+	}
+	if o.From == "" {
+		return cmdutil.FlagErrorf("--from is required: the cluster whose backup is restored, as NAME or NAME/BACKUP")
+	}
+	name, id, _ := strings.Cut(o.From, "/")
+	if name == "" || strings.Contains(id, "/") {
+		return cmdutil.FlagErrorf("--from %q is not NAME or NAME/BACKUP", o.From)
+	}
+	if name == o.Name {
+		return cmdutil.FlagErrorf("NEWNAME is the cluster the backup comes from: a restore creates a new cluster (restore in place is not supported)")
+	}
+	o.SourceName, o.BackupID = name, id
+	if o.Replicas < 0 {
+		return cmdutil.FlagErrorf("--replicas %d: give a positive count, or leave it out for the source's", o.Replicas)
+	}
+	if err := validateTimeout(o.Timeout); err != nil {
+		return err
+	}
+	return cmdutil.ValidateOutput(o.Output, cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML)
+}
+
+// restoreOutput is what the command prints with -o json|yaml (and, as a table, without).
+type restoreOutput struct {
+	// Cluster is the new cluster, NAMESPACE/NEWNAME; From the source, NAMESPACE/NAME.
+	Cluster string `json:"cluster"`
+	From    string `json:"from"`
+	// BackupID, its GTID position and when its copy finished.
+	BackupID     string    `json:"backupID"`
+	GTIDPosition string    `json:"gtidPosition"`
+	BackupTaken  time.Time `json:"backupTaken"`
+	Replicas     int32     `json:"replicas"`
+	// Phase is the new cluster's phase once the command is done (empty for a dry run).
+	Phase  string `json:"phase,omitempty"`
+	DryRun bool   `json:"dryRun,omitempty"`
+}
+
+// Run restores the backup into the new cluster (or continues the restore that created it).
+func (o *RestoreOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, src, err := loadCluster(ctx, o.f, o.SourceName)
+	if err != nil {
+		return err
+	}
+	m, obj, err := o.chooseBackup(ctx, src)
+	if err != nil {
+		return err
+	}
+	target := restoreTarget(src, o.Name, m, obj)
+	out := restoreOutput{Cluster: src.Namespace + "/" + o.Name, From: src.Namespace + "/" + src.Name, BackupID: m.ID,
+		GTIDPosition: m.GTIDPosition, BackupTaken: m.FinishedAt, Replicas: o.replicas(src)}
+	if o.DryRun != cmdutil.DryRunNone {
+		out.DryRun = true
+		return o.print(out)
+	}
+	if err := o.createTarget(ctx, c, src, target); err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(target)
+	err = withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+		if err := r.Bootstrap(ctx, key); err != nil {
+			return err
+		}
+		if out.Replicas <= 1 {
+			return nil
+		}
+		return r.Scale(ctx, key, orchestrate.ScaleOptions{Replicas: out.Replicas})
+	})
+	if err != nil {
+		return err
+	}
+	_, after, err := loadCluster(ctx, o.f, o.Name)
+	if err != nil {
+		return err
+	}
+	out.Phase = string(after.Status.Phase)
+	if err := o.print(out); err != nil {
+		return err
+	}
+	if after.Status.Phase != v1.PhaseRunning {
+		return fmt.Errorf("%w: cluster %s is %s after the restore (see 'status %s')", outcome.ErrUnsafe, o.Name, after.Status.Phase, o.Name)
+	}
+	return nil
+}
+
+// replicas is the new cluster's instance count: --replicas, or the source's.
+func (o *RestoreOptions) replicas(src *v1.MysqlCluster) int32 {
+	if o.Replicas > 0 {
+		return o.Replicas
+	}
+	return max(src.Spec.Replicas, 1)
+}
+
+func (o *RestoreOptions) print(out restoreOutput) error {
+	ios := o.f.IOStreams
+	if o.Output != cmdutil.OutputTable {
+		return cmdutil.PrintStructured(ios.Out, o.Output, out)
+	}
+	if out.DryRun {
+		_, err := fmt.Fprintf(ios.Out, "would restore backup %s of %s (taken %s, GTID %s) into a new cluster %s of %d instance(s) (dry run)\n",
+			out.BackupID, out.From, out.BackupTaken.UTC().Format(time.RFC3339), out.GTIDPosition, out.Cluster, out.Replicas)
+		return err
+	}
+	_, err := fmt.Fprintf(ios.Out, "restored backup %s of %s (GTID %s) into %s: %d instance(s), %s\n",
+		out.BackupID, out.From, out.GTIDPosition, out.Cluster, out.Replicas, out.Phase)
+	return err
+}
+
+// chooseBackup reads the source's bucket and returns the backup to restore: BACKUP, or the newest
+// complete one. Only a complete physical backup of this very cluster is restored.
+func (o *RestoreOptions) chooseBackup(ctx context.Context, src *v1.MysqlCluster) (*backup.Manifest, backup.Object, error) {
+	if src.Spec.Backup == nil {
+		return nil, backup.Object{}, catalog.NoBackupSpec(src)
+	}
+	b, err := openBucket(ctx, o.f, src.Name, o.Endpoint)
+	if err != nil {
+		return nil, backup.Object{}, err
+	}
+	var e catalog.Entry
+	if o.BackupID != "" {
+		if e, err = catalog.ReadOne(ctx, b.store, src.Namespace, src.Name, o.BackupID, b.runningID()); err != nil {
+			return nil, backup.Object{}, b.explain(o.f, err)
+		}
+		e = e.Judge(src)
+	} else {
+		entries, err := catalog.Read(ctx, b.store, src.Namespace, src.Name, b.runningID())
+		if err != nil {
+			return nil, backup.Object{}, b.explain(o.f, err)
+		}
+		if e, err = newestComplete(src, entries, b.location("")); err != nil {
+			return nil, backup.Object{}, err
+		}
+	}
+	if e.State != catalog.Complete {
+		return nil, backup.Object{}, fmt.Errorf("%w: backup %s of %s is %s, and only a complete backup is restored: %s ('%s backup describe %s %s' shows it)",
+			outcome.ErrUnsafe, e.ID, src.Name, e.State, strings.Join(e.Problems, "; "), o.f.DisplayName, src.Name, e.ID)
+	}
+	m := e.Manifest
+	if m.Method != backup.MethodPhysical || m.Flavor != string(specs.Flavor(src)) || len(m.Objects) != 1 {
+		return nil, backup.Object{}, fmt.Errorf("%w: backup %s of %s is a %s backup of %s with %d object(s): this mysqlctl restores a physical MariaDB backup of one object only",
+			outcome.ErrInvalid, m.ID, src.Name, m.Method, m.Flavor, len(m.Objects))
+	}
+	return m, m.Objects[0], nil
+}
+
+// newestComplete is the newest complete backup among the entries (IDs sort by time).
+func newestComplete(src *v1.MysqlCluster, entries []catalog.Entry, location string) (catalog.Entry, error) {
+	var best *catalog.Entry
+	for i := range entries {
+		e := entries[i].Judge(src)
+		if e.State == catalog.Complete && (best == nil || e.ID > best.ID) {
+			best = &e
+		}
+	}
+	if best == nil {
+		return catalog.Entry{}, fmt.Errorf("%w: %s holds no complete backup of %s ('backup list %s' shows what it holds; 'backup create %s' takes one)",
+			outcome.ErrInvalid, location, src.Name, src.Name, src.Name)
+	}
+	return *best, nil
+}
+
+// restoreTarget is the new cluster: the source's spec, one instance (the others are added by a
+// scale once it runs), and spec.restore naming the backup.
+func restoreTarget(src *v1.MysqlCluster, name string, m *backup.Manifest, obj backup.Object) *v1.MysqlCluster {
+	t := &v1.MysqlCluster{}
+	t.Name, t.Namespace = name, src.Namespace
+	t.Spec = *src.Spec.DeepCopy()
+	t.Spec.Replicas = 1
+	t.Spec.Restore = &v1.RestoreSpec{
+		SourceNamespace: m.Namespace, SourceCluster: m.Cluster, SourceUID: m.ClusterUID, BackupID: m.ID,
+		Key: backup.Key(m.Namespace, m.Cluster, m.ID, obj.Name), Size: obj.Size, SHA256: obj.SHA256, GTIDPosition: m.GTIDPosition,
+	}
+	// A Secret the source names explicitly (spec.credentialsSecretName) is the new cluster's too;
+	// the default one (NAME-credentials) is copied (see copySecret).
+	return t
+}
+
+// createTarget creates the new cluster, its Secret (a copy of the source's) and its derived
+// objects (its StatefulSet with no instance until the data is restored). A cluster an earlier run
+// of this restore created is continued; any other is refused. Anything this run created is
+// removed again when a later step fails.
+func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) (retErr error) {
+	existing := &v1.MysqlCluster{}
+	switch err := c.Get(ctx, client.ObjectKeyFromObject(target), existing); {
+	case err == nil:
+		if rs := existing.Spec.Restore; rs == nil || rs.BackupID != target.Spec.Restore.BackupID || rs.SourceCluster != src.Name || rs.SourceNamespace != src.Namespace {
+			return fmt.Errorf("%w: MysqlCluster %s/%s already exists and is not a restore of backup %s of %s: choose another NEWNAME",
+				outcome.ErrInvalid, target.Namespace, target.Name, target.Spec.Restore.BackupID, src.Name)
+		}
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "continuing the restore of backup %s into %s\n", target.Spec.Restore.BackupID, target.Name)
+		existing.DeepCopyInto(target)
+		// A run killed right after creating the cluster left no Secret.
+		_, err := copySecret(ctx, c, src, target, true)
+		return err
+	case !apierrors.IsNotFound(err):
+		return cmdutil.ExplainAPIError(err)
+	}
+	if err := c.Create(ctx, target.DeepCopy(), client.DryRunAll); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	if err := c.Create(ctx, target); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	secretCreated := false
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		_ = c.Delete(context.WithoutCancel(ctx), target)
+		if secretCreated {
+			_ = c.Delete(context.WithoutCancel(ctx), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.SecretName(target)}})
+		}
+		retErr = fmt.Errorf("%w (the partly created cluster was removed again)", retErr)
+	}()
+	var err error
+	if secretCreated, err = copySecret(ctx, c, src, target, false); err != nil {
+		return err
+	}
+	if _, err := orchestrate.ApplyDerived(ctx, c, target, specs.Convergence{}); err != nil {
+		return cmdutil.ExplainAPIError(err)
+	}
+	fmt.Fprintf(o.f.IOStreams.ErrOut, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", target.Name, target.Spec.Restore.BackupID, src.Name)
+	return nil
+}
+
+// copySecret gives the new cluster a copy of the source's credentials Secret, unless both name
+// the same Secret. An existing Secret of the new cluster's name is refused (its passwords would
+// not open the restored data), unless continuing: then it is the copy an earlier run made.
+func copySecret(ctx context.Context, c client.Client, src, target *v1.MysqlCluster, continuing bool) (bool, error) {
+	if specs.SecretName(src) == specs.SecretName(target) {
+		return false, nil
+	}
+	from := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: specs.SecretName(src)}, from); err != nil {
+		return false, fmt.Errorf("read the credentials Secret of %s: %w", src.Name, cmdutil.ExplainAPIError(err))
+	}
+	s, err := specs.BuildSecret(target)
+	if err != nil {
+		return false, err
+	}
+	s.Data = maps.Clone(from.Data)
+	if err := c.Create(ctx, s); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			if continuing {
+				return false, nil
+			}
+			return false, fmt.Errorf("%w: Secret %s/%s already exists: the restored data opens only with %s's passwords; delete it, or choose another NEWNAME",
+				outcome.ErrInvalid, s.Namespace, s.Name, src.Name)
+		}
+		// The error names the object, never its data.
+		return false, errors.New("create Secret " + s.Namespace + "/" + s.Name + ": " + string(apierrors.ReasonForError(err)))
+	}
+	return true, nil
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+)
+
+// TestRestoreChoosesAndRefuses: restore reads the source's bucket from where it runs and takes the
+// newest complete backup (not the running one, not an incomplete directory), or the one named; a
+// backup that is not complete, not there, or not one physical object is refused, and so is a
+// NEWNAME that exists and is not this restore's, or a bad argument. Nothing is created by a dry
+// run or a refusal, and no output holds the bucket's keys.
+func TestRestoreChoosesAndRefuses(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	s3, _ := backupFixture(t)
+	var outs []cmdResult
+	defer func() { noBucketKeys(t, s3, outs...) }()
+	check := func(what string, code cmdutil.ExitCode, stderr string, args ...string) cmdResult {
+		t.Helper()
+		r := runBK(t, runOpts{}, append([]string{"restore"}, args...)...)
+		outs = append(outs, r)
+		if r.code != code || !strings.Contains(r.stderr, stderr) {
+			t.Errorf("%s: exit %d %q; want %d and %q", what, r.code, r.stderr, code, stderr)
+		}
+		return r
+	}
+	other := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "rst-other", Namespace: "default"}, Spec: v1.MysqlClusterSpec{Image: "mariadb:10.11", Replicas: 1}}
+	if err := kubeClient(t).Create(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kubeClient(t).Delete(context.Background(), other) })
+	before := snapshotNamespace(t, t.Context(), "default")
+
+	r := check("dry run", cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--dry-run", "-o", "json")
+	var out restoreOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.BackupID != bkNew || !out.DryRun || out.Replicas != 3 || out.Cluster != "default/rst-new" {
+		t.Errorf("dry run %q (%v): want the newest complete backup %s, 3 instances", r.stdout, err, bkNew)
+	}
+	r = check("dry run, one backup", cmdutil.ExitOK, "", "rst-new", "--from", "bkl/"+bkNew, "--replicas", "2", "--dry-run")
+	if !strings.Contains(r.stdout, "would restore backup "+bkNew+" of default/bkl") || !strings.Contains(r.stdout, "2 instance(s)") {
+		t.Errorf("dry run table: %q", r.stdout)
+	}
+	check("an incomplete backup", cmdutil.ExitUnsafe, "backup "+bkHalf+" of bkl is incomplete, and only a complete backup is restored", "rst-new", "--from", "bkl/"+bkHalf)
+	check("the running backup", cmdutil.ExitUnsafe, "is running, and only a complete backup is restored", "rst-new", "--from", "bkl/"+bkRunning)
+	check("two objects", cmdutil.ExitUsage, "this mysqlctl restores a physical MariaDB backup of one object only", "rst-new", "--from", "bkl/"+bkOld)
+	check("no such backup", cmdutil.ExitFailed, "backup list bkl", "rst-new", "--from", "bkl/20991231T000000Z")
+	check("no such source", cmdutil.ExitFailed, "MysqlCluster default/nosuch not found", "rst-new", "--from", "nosuch")
+	check("a cluster of that name", cmdutil.ExitUsage, "MysqlCluster default/rst-other already exists and is not a restore of backup "+bkNew+" of bkl", "rst-other", "--from", "bkl")
+	check("in place", cmdutil.ExitUsage, "restore in place is not supported", "bkl", "--from", "bkl")
+	check("no --from", cmdutil.ExitUsage, "--from is required", "rst-new")
+	check("a bad name", cmdutil.ExitUsage, `NEWNAME "Rst_New" is not a valid cluster name`, "Rst_New", "--from", "bkl")
+	check("a bad --from", cmdutil.ExitUsage, `--from "bkl/a/b" is not NAME or NAME/BACKUP`, "rst-new", "--from", "bkl/a/b")
+	check("a negative count", cmdutil.ExitUsage, "--replicas -1", "rst-new", "--from", "bkl", "--replicas", "-1")
+	if after := snapshotNamespace(t, t.Context(), "default"); !slices.Equal(before, after) {
+		t.Errorf("a dry run or a refusal changed the namespace:\nbefore %v\nafter  %v", before, after)
+	}
+}
