@@ -60,6 +60,7 @@ type MysqlClusterList struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.replicaService) || has(self.replicaService)",message="replicaService cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.credentialsSecretName) || has(self.credentialsSecretName)",message="credentialsSecretName cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.flavor) || has(self.flavor)",message="flavor cannot be removed once set"
+// +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore)",message="spec.restore is set only by 'mysqlctl restore' when it creates the cluster, and never removed"
 // +kubebuilder:validation:XValidation:rule="!has(self.primaryService) || !has(self.replicaService) || self.primaryService != self.replicaService",message="primaryService and replicaService must be different names"
 // +kubebuilder:validation:XValidation:rule="!has(self.semiSync) || !has(self.semiSync.enabled) || !self.semiSync.enabled || self.replicas == 1 || self.semiSync.waitForReplicas < self.replicas",message="semiSync.waitForReplicas must be less than replicas (the primary cannot acknowledge its own writes)"
 type MysqlClusterSpec struct {

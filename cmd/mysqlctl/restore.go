@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,12 +31,14 @@ type RestoreOptions struct {
 
 	// Name is the new cluster; From is --from, SourceName and BackupID what it names.
 	Name, From, SourceName, BackupID string
-	Replicas                         int32
-	Endpoint                         string
-	Output                           string
-	Timeout                          time.Duration
-	Dialer                           string
-	DryRun                           cmdutil.DryRun
+	// Image replaces the source's spec.image (default: the source's).
+	Image    string
+	Replicas int32
+	Endpoint string
+	Output   string
+	Timeout  time.Duration
+	Dialer   string
+	DryRun   cmdutil.DryRun
 }
 
 // NewCmdRestore restores a backup into a new cluster.
@@ -88,6 +91,7 @@ and passwords, as they were when the backup was taken).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.From, "from", "", "The cluster whose backup is restored, as NAME (its newest complete backup) or NAME/BACKUP")
+	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
 	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
 	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
 	fl.DurationVar(&o.Timeout, "timeout", defaultBackupTimeout, "How long to wait for the restore; when it passes, the restore stays recorded and running the command again continues it")
@@ -127,11 +131,12 @@ type restoreOutput struct {
 	// Cluster is the new cluster, NAMESPACE/NEWNAME; From the source, NAMESPACE/NAME.
 	Cluster string `json:"cluster"`
 	From    string `json:"from"`
-	// BackupID, its GTID position and when its copy finished.
-	BackupID     string    `json:"backupID"`
-	GTIDPosition string    `json:"gtidPosition"`
-	BackupTaken  time.Time `json:"backupTaken"`
-	Replicas     int32     `json:"replicas"`
+	// BackupID, its GTID position and when its copy finished (not read again when a restore
+	// is continued).
+	BackupID     string     `json:"backupID"`
+	GTIDPosition string     `json:"gtidPosition"`
+	BackupTaken  *time.Time `json:"backupTaken,omitempty"`
+	Replicas     int32      `json:"replicas"`
 	// Phase is the new cluster's phase once the command is done (empty for a dry run).
 	Phase  string `json:"phase,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
@@ -146,18 +151,35 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m, obj, err := o.chooseBackup(ctx, src)
+	target, err := o.existingRestore(ctx, c, src)
 	if err != nil {
 		return err
 	}
-	target := restoreTarget(src, o.Name, m, obj)
-	out := restoreOutput{Cluster: src.Namespace + "/" + o.Name, From: src.Namespace + "/" + src.Name, BackupID: m.ID,
-		GTIDPosition: m.GTIDPosition, BackupTaken: m.FinishedAt, Replicas: o.replicas(src)}
+	out := restoreOutput{Cluster: src.Namespace + "/" + o.Name, From: src.Namespace + "/" + src.Name, Replicas: o.replicas(src)}
+	if target == nil {
+		m, obj, err := o.chooseBackup(ctx, src)
+		if err != nil {
+			return err
+		}
+		target = restoreTarget(src, o.Name, o.Image, m, obj)
+		if err := sameSeries(m, target.Spec.Image); err != nil {
+			return err
+		}
+		out.BackupTaken = &m.FinishedAt
+	}
+	out.BackupID, out.GTIDPosition = target.Spec.Restore.BackupID, target.Spec.Restore.GTIDPosition
 	if o.DryRun != cmdutil.DryRunNone {
 		out.DryRun = true
 		return o.print(out)
 	}
-	if err := o.createTarget(ctx, c, src, target); err != nil {
+	if target.UID == "" {
+		err = o.createTarget(ctx, c, src, target)
+	} else {
+		// A run killed before its Secret was made, or a Secret changed since: refused when it
+		// would not open the restored data.
+		_, err = ensureSecretCopy(ctx, c, src, target)
+	}
+	if err != nil {
 		return err
 	}
 	key := client.ObjectKeyFromObject(target)
@@ -173,6 +195,12 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return o.report(ctx, out)
+}
+
+// report prints the outcome: a cluster that is not Running after the restore is an
+// outcome.ErrUnsafe error after it.
+func (o *RestoreOptions) report(ctx context.Context, out restoreOutput) error {
 	_, after, err := loadCluster(ctx, o.f, o.Name)
 	if err != nil {
 		return err
@@ -185,6 +213,27 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: cluster %s is %s after the restore (see 'status %s')", outcome.ErrUnsafe, o.Name, after.Status.Phase, o.Name)
 	}
 	return nil
+}
+
+// existingRestore is NEWNAME as an earlier run of this restore created it (nil when there is no
+// such cluster): one that exists and is not a restore of the source (or of another backup than
+// --from names) is refused. A restore continued is that of its recorded backup, even when a newer
+// one was taken since.
+func (o *RestoreOptions) existingRestore(ctx context.Context, c client.Client, src *v1.MysqlCluster) (*v1.MysqlCluster, error) {
+	existing := &v1.MysqlCluster{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: o.Name}, existing); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, cmdutil.ExplainAPIError(err)
+	}
+	rs := existing.Spec.Restore
+	if rs == nil || rs.SourceCluster != src.Name || rs.SourceNamespace != src.Namespace || o.BackupID != "" && rs.BackupID != o.BackupID {
+		return nil, fmt.Errorf("%w: MysqlCluster %s/%s already exists and is not a restore of %s: choose another NEWNAME",
+			outcome.ErrInvalid, existing.Namespace, existing.Name, o.From)
+	}
+	fmt.Fprintf(o.f.IOStreams.ErrOut, "continuing the restore of backup %s into %s\n", rs.BackupID, existing.Name)
+	return existing, nil
 }
 
 // replicas is the new cluster's instance count: --replicas, or the source's.
@@ -201,8 +250,12 @@ func (o *RestoreOptions) print(out restoreOutput) error {
 		return cmdutil.PrintStructured(ios.Out, o.Output, out)
 	}
 	if out.DryRun {
-		_, err := fmt.Fprintf(ios.Out, "would restore backup %s of %s (taken %s, GTID %s) into a new cluster %s of %d instance(s) (dry run)\n",
-			out.BackupID, out.From, out.BackupTaken.UTC().Format(time.RFC3339), out.GTIDPosition, out.Cluster, out.Replicas)
+		taken := ""
+		if out.BackupTaken != nil {
+			taken = "taken " + out.BackupTaken.UTC().Format(time.RFC3339) + ", "
+		}
+		_, err := fmt.Fprintf(ios.Out, "would restore backup %s of %s (%sGTID %s) into %s of %d instance(s) (dry run)\n",
+			out.BackupID, out.From, taken, out.GTIDPosition, out.Cluster, out.Replicas)
 		return err
 	}
 	_, err := fmt.Fprintf(ios.Out, "restored backup %s of %s (GTID %s) into %s: %d instance(s), %s\n",
@@ -263,9 +316,9 @@ func newestComplete(src *v1.MysqlCluster, entries []catalog.Entry, location stri
 	return *best, nil
 }
 
-// restoreTarget is the new cluster: the source's spec, one instance (the others are added by a
-// scale once it runs), and spec.restore naming the backup.
-func restoreTarget(src *v1.MysqlCluster, name string, m *backup.Manifest, obj backup.Object) *v1.MysqlCluster {
+// restoreTarget is the new cluster: the source's spec (image, when set, replacing its image), one
+// instance (the others are added by a scale once it runs), and spec.restore naming the backup.
+func restoreTarget(src *v1.MysqlCluster, name, image string, m *backup.Manifest, obj backup.Object) *v1.MysqlCluster {
 	t := &v1.MysqlCluster{}
 	t.Name, t.Namespace = name, src.Namespace
 	t.Spec = *src.Spec.DeepCopy()
@@ -274,52 +327,44 @@ func restoreTarget(src *v1.MysqlCluster, name string, m *backup.Manifest, obj ba
 		SourceNamespace: m.Namespace, SourceCluster: m.Cluster, SourceUID: m.ClusterUID, BackupID: m.ID,
 		Key: backup.Key(m.Namespace, m.Cluster, m.ID, obj.Name), Size: obj.Size, SHA256: obj.SHA256, GTIDPosition: m.GTIDPosition,
 	}
-	// A Secret the source names explicitly (spec.credentialsSecretName) is the new cluster's too;
-	// the default one (NAME-credentials) is copied (see copySecret).
+	// Objects the source names are the source's: the new cluster gets its own Services and its
+	// own copy of the credentials (NEWNAME-credentials, see copySecret), never the source's.
+	t.Spec.PrimaryService, t.Spec.ReplicaService, t.Spec.CredentialsSecretName = "", "", ""
+	if image != "" {
+		t.Spec.Image = image
+	}
 	return t
 }
 
-// createTarget creates the new cluster, its Secret (a copy of the source's) and its derived
-// objects (its StatefulSet with no instance until the data is restored). A cluster an earlier run
-// of this restore created is continued; any other is refused. Anything this run created is
-// removed again when a later step fails.
+// createTarget creates the new cluster's Secret (a copy of the source's), then the cluster and its
+// derived objects (its StatefulSet with no instance until the data is restored). Anything this run
+// created is removed again when a later step fails.
 func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) (retErr error) {
-	existing := &v1.MysqlCluster{}
-	switch err := c.Get(ctx, client.ObjectKeyFromObject(target), existing); {
-	case err == nil:
-		if rs := existing.Spec.Restore; rs == nil || rs.BackupID != target.Spec.Restore.BackupID || rs.SourceCluster != src.Name || rs.SourceNamespace != src.Namespace {
-			return fmt.Errorf("%w: MysqlCluster %s/%s already exists and is not a restore of backup %s of %s: choose another NEWNAME",
-				outcome.ErrInvalid, target.Namespace, target.Name, target.Spec.Restore.BackupID, src.Name)
-		}
-		fmt.Fprintf(o.f.IOStreams.ErrOut, "continuing the restore of backup %s into %s\n", target.Spec.Restore.BackupID, target.Name)
-		existing.DeepCopyInto(target)
-		// A run killed right after creating the cluster left no Secret.
-		_, err := copySecret(ctx, c, src, target, true)
-		return err
-	case !apierrors.IsNotFound(err):
-		return cmdutil.ExplainAPIError(err)
-	}
 	if err := c.Create(ctx, target.DeepCopy(), client.DryRunAll); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
-	if err := c.Create(ctx, target); err != nil {
-		return cmdutil.ExplainAPIError(err)
+	// The Secret first: a run killed after it leaves a copy the next run takes as its own.
+	secretCreated, err := ensureSecretCopy(ctx, c, src, target)
+	if err != nil {
+		return err
 	}
-	secretCreated := false
+	clusterCreated := false
 	defer func() {
 		if retErr == nil {
 			return
 		}
-		_ = c.Delete(context.WithoutCancel(ctx), target)
+		if clusterCreated {
+			_ = c.Delete(context.WithoutCancel(ctx), target)
+		}
 		if secretCreated {
 			_ = c.Delete(context.WithoutCancel(ctx), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.SecretName(target)}})
 		}
-		retErr = fmt.Errorf("%w (the partly created cluster was removed again)", retErr)
+		retErr = fmt.Errorf("%w (what this run created was removed again)", retErr)
 	}()
-	var err error
-	if secretCreated, err = copySecret(ctx, c, src, target, false); err != nil {
-		return err
+	if err := c.Create(ctx, target); err != nil {
+		return cmdutil.ExplainAPIError(err)
 	}
+	clusterCreated = true
 	if _, err := orchestrate.ApplyDerived(ctx, c, target, specs.Convergence{}); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
@@ -327,13 +372,10 @@ func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src,
 	return nil
 }
 
-// copySecret gives the new cluster a copy of the source's credentials Secret, unless both name
-// the same Secret. An existing Secret of the new cluster's name is refused (its passwords would
-// not open the restored data), unless continuing: then it is the copy an earlier run made.
-func copySecret(ctx context.Context, c client.Client, src, target *v1.MysqlCluster, continuing bool) (bool, error) {
-	if specs.SecretName(src) == specs.SecretName(target) {
-		return false, nil
-	}
+// ensureSecretCopy makes the new cluster's credentials Secret (NEWNAME-credentials) a copy of the
+// source's: the restored data holds the source's accounts and passwords. An existing one is kept
+// only when its passwords are the source's (a copy an earlier run made); any other is refused.
+func ensureSecretCopy(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) (bool, error) {
 	from := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: specs.SecretName(src)}, from); err != nil {
 		return false, fmt.Errorf("read the credentials Secret of %s: %w", src.Name, cmdutil.ExplainAPIError(err))
@@ -343,16 +385,56 @@ func copySecret(ctx context.Context, c client.Client, src, target *v1.MysqlClust
 		return false, err
 	}
 	s.Data = maps.Clone(from.Data)
-	if err := c.Create(ctx, s); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			if continuing {
-				return false, nil
-			}
-			return false, fmt.Errorf("%w: Secret %s/%s already exists: the restored data opens only with %s's passwords; delete it, or choose another NEWNAME",
-				outcome.ErrInvalid, s.Namespace, s.Name, src.Name)
-		}
+	err = c.Create(ctx, s)
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
 		// The error names the object, never its data.
 		return false, errors.New("create Secret " + s.Namespace + "/" + s.Name + ": " + string(apierrors.ReasonForError(err)))
 	}
-	return true, nil
+	have := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), have); err != nil {
+		return false, cmdutil.ExplainAPIError(err)
+	}
+	for _, k := range specs.SecretKeys {
+		if !bytes.Equal(have.Data[k], from.Data[k]) {
+			return false, fmt.Errorf("%w: Secret %s/%s exists and its %s is not %s's: the restored data opens only with %s's passwords; delete the Secret, or choose another NEWNAME",
+				outcome.ErrInvalid, s.Namespace, s.Name, k, src.Name, src.Name)
+		}
+	}
+	return false, nil
+}
+
+// sameSeries refuses a backup taken on another server series than the image's (a physical backup
+// is prepared by the image's own mariadb-backup, which reads only its series' files). An image
+// whose tag names no series (a digest, latest) is not checked.
+func sameSeries(m *backup.Manifest, image string) error {
+	tag := image[strings.LastIndex(image, "/")+1:]
+	if i := strings.IndexAny(tag, "@"); i >= 0 {
+		tag = tag[:i]
+	}
+	_, tag, ok := strings.Cut(tag, ":")
+	want, have := seriesOf(m.ServerVersion), seriesOf(tag)
+	if !ok || want == "" || have == "" || want == have {
+		return nil
+	}
+	return fmt.Errorf("%w: backup %s was taken on %s (series %s) and the new cluster's image is %s (series %s): a physical backup restores only into its own series; give --image with a %s image (and upgrade after)",
+		outcome.ErrInvalid, m.ID, m.ServerVersion, want, image, have, want)
+}
+
+// seriesOf is the MAJOR.MINOR a version or image tag starts with ("" when it starts otherwise).
+func seriesOf(v string) string {
+	major, rest, ok := strings.Cut(v, ".")
+	if !ok || major == "" || strings.Trim(major, "0123456789") != "" {
+		return ""
+	}
+	minor := rest
+	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = rest[:i]
+	}
+	if minor == "" {
+		return ""
+	}
+	return major + "." + minor
 }

@@ -53,7 +53,10 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 	check("two objects", cmdutil.ExitUsage, "this mysqlctl restores a physical MariaDB backup of one object only", "rst-new", "--from", "bkl/"+bkOld)
 	check("no such backup", cmdutil.ExitFailed, "backup list bkl", "rst-new", "--from", "bkl/20991231T000000Z")
 	check("no such source", cmdutil.ExitFailed, "MysqlCluster default/nosuch not found", "rst-new", "--from", "nosuch")
-	check("a cluster of that name", cmdutil.ExitUsage, "MysqlCluster default/rst-other already exists and is not a restore of backup "+bkNew+" of bkl", "rst-other", "--from", "bkl")
+	check("a cluster of that name", cmdutil.ExitUsage, "MysqlCluster default/rst-other already exists and is not a restore of bkl: choose another NEWNAME", "rst-other", "--from", "bkl")
+	check("another series", cmdutil.ExitUsage, "backup "+bkNew+" was taken on 10.11.14-MariaDB-log (series 10.11) and the new cluster's image is mariadb:10.6.20 (series 10.6)",
+		"rst-new", "--from", "bkl", "--image", "mariadb:10.6.20", "--dry-run")
+	check("a digest", cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--image", "registry.example/mariadb@sha256:"+strings.Repeat("0", 64), "--dry-run")
 	check("in place", cmdutil.ExitUsage, "restore in place is not supported", "bkl", "--from", "bkl")
 	check("no --from", cmdutil.ExitUsage, "--from is required", "rst-new")
 	check("a bad name", cmdutil.ExitUsage, `NEWNAME "Rst_New" is not a valid cluster name`, "Rst_New", "--from", "bkl")

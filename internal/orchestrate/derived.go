@@ -52,6 +52,12 @@ func EnsureSecret(ctx context.Context, c client.Client, cluster *v1.MysqlCluster
 	if err != nil || existing != nil {
 		return false, err
 	}
+	if cluster.Spec.Restore != nil {
+		// Random passwords would not open the restored data, which holds the source's.
+		return false, fmt.Errorf("%w: the credentials Secret %s/%s of %s, restored from %s, does not exist: it is a copy of %s's Secret, which 'restore %s --from %s' makes",
+			outcome.ErrInvalid, cluster.Namespace, specs.SecretName(cluster), cluster.Name, cluster.Spec.Restore.SourceCluster, cluster.Spec.Restore.SourceCluster,
+			cluster.Name, cluster.Spec.Restore.SourceCluster)
+	}
 	s, err := specs.BuildSecret(cluster)
 	if err != nil {
 		return false, err

@@ -72,6 +72,13 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 	if err != nil {
 		return "", nil, notYet("read the restore Job %s: %v", name, err)
 	}
+	if !metav1.IsControlledBy(job, c) {
+		// An earlier cluster's of the same name, not collected yet: never this restore's.
+		if err := r.deleteJob(ctx, c, name, "restore"); err != nil {
+			return "", nil, err
+		}
+		return "", nil, notYet("the restore Job %s of an earlier cluster named %s is deleted", name, c.Name)
+	}
 	pod, err := r.jobPod(ctx, c, job)
 	if err != nil {
 		return "", nil, notYet("read the restore Job %s's pod: %v", name, err)
@@ -109,15 +116,16 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 // startRestoreJob claims the first instance's volume (unless it exists: the StatefulSet adopts
 // it by its name) and creates the restore Job.
 func (r *Runner) startRestoreJob(ctx context.Context, c *v1.MysqlCluster) error {
-	pvc, err := specs.BuildDataClaim(c, 0)
-	if err != nil {
+	if err := r.claimRestoreVolume(ctx, c); err != nil {
 		return err
 	}
-	if _, err := r.guard("claim the volume " + pvc.Name); err != nil {
-		return err
+	// A Job deleted (failed, or an earlier cluster's) may still have a pod writing the volume.
+	pods := &corev1.PodList{}
+	if err := r.Kube.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: specs.RestoreJobName(c)}); err != nil {
+		return notYet("list the restore Job's pods: %v", err)
 	}
-	if err := r.Kube.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("claim the volume %s: %w", pvc.Name, err)
+	if len(pods.Items) > 0 {
+		return notYet("the pod %s of a deleted restore Job has not stopped yet", pods.Items[0].Name)
 	}
 	job, err := specs.BuildRestoreJob(c, c.Spec.Backup.AgentImage)
 	if err != nil {
@@ -129,8 +137,37 @@ func (r *Runner) startRestoreJob(ctx context.Context, c *v1.MysqlCluster) error 
 	if err := r.Kube.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the restore Job %s: %w", job.Name, err)
 	}
-	r.Event(ctx, c, false, "RestoreStarted", fmt.Sprintf("the restore Job %s restores backup %s of %s/%s into %s", job.Name, c.Spec.Restore.BackupID, c.Spec.Restore.SourceNamespace, c.Spec.Restore.SourceCluster, pvc.Name))
+	r.Event(ctx, c, false, "RestoreStarted", fmt.Sprintf("the restore Job %s restores backup %s of %s/%s into %s", job.Name, c.Spec.Restore.BackupID, c.Spec.Restore.SourceNamespace, c.Spec.Restore.SourceCluster, specs.DataClaimName(c, 0)))
 	return notYet("the restore Job %s starts", job.Name)
+}
+
+// claimRestoreVolume creates the first instance's volume claim, marked with the cluster's UID. An
+// existing claim of that name is restored into only when this cluster made it: one kept from an
+// earlier cluster of the same name holds that cluster's data (perhaps an earlier restore of the
+// same backup, written to since), which the agent would take for a finished restore.
+func (r *Runner) claimRestoreVolume(ctx context.Context, c *v1.MysqlCluster) error {
+	pvc, err := specs.BuildDataClaim(c, 0)
+	if err != nil {
+		return err
+	}
+	have := &corev1.PersistentVolumeClaim{}
+	switch err := r.Kube.Get(ctx, client.ObjectKeyFromObject(pvc), have); {
+	case err == nil:
+		if have.Annotations[specs.AnnotationRestoreOf] != string(c.UID) {
+			return fmt.Errorf("%w: the volume claim %s exists and was not made by this restore (kept from an earlier cluster named %s?): a restore goes into a new, empty volume only; delete the claim ('delete %s --delete-data' deletes a cluster with its volumes) or restore under another name",
+				outcome.ErrUnsafe, pvc.Name, c.Name, c.Name)
+		}
+		return nil
+	case !apierrors.IsNotFound(err):
+		return notYet("read the volume claim %s: %v", pvc.Name, err)
+	}
+	if _, err := r.guard("claim the volume " + pvc.Name); err != nil {
+		return err
+	}
+	if err := r.Kube.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("claim the volume %s: %w", pvc.Name, err)
+	}
+	return nil
 }
 
 // restored is what the restore agent reports (physical.Restored).

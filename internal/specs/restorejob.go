@@ -34,8 +34,14 @@ func DataClaimName(c *v1.MysqlCluster, ordinal int32) string {
 // RestorePending reports whether spec.restore's data is not in its volume yet: the StatefulSet
 // then runs no instance (a server started on the empty volume would initialize it).
 func RestorePending(c *v1.MysqlCluster) bool {
-	return c.Spec.Restore != nil && (c.Status.Restore == nil || c.Status.Restore.RestoredAt == nil)
+	// A bootstrapped cluster (a primary recorded) is past its restore whatever its status says
+	// of it: a status written without status.restore never takes its instances away.
+	return c.Spec.Restore != nil && c.Status.CurrentPrimary == "" && (c.Status.Restore == nil || c.Status.Restore.RestoredAt == nil)
 }
+
+// AnnotationRestoreOf marks a volume claim a restore created with its cluster's UID: a claim of
+// the same name without it (kept from an earlier cluster of that name) is never restored into.
+const AnnotationRestoreOf = "mysqlctl.io/restore-of"
 
 // BuildDataClaim is the first instance's volume claim, as the StatefulSet would make it: a
 // restore creates it before the StatefulSet exists.
@@ -46,9 +52,10 @@ func BuildDataClaim(c *v1.MysqlCluster, ordinal int32) (*corev1.PersistentVolume
 	}
 	t := sts.Spec.VolumeClaimTemplates[0]
 	pvc := &corev1.PersistentVolumeClaim{
-		TypeMeta:   TypeMeta("v1", "PersistentVolumeClaim"),
-		ObjectMeta: metav1.ObjectMeta{Name: DataClaimName(c, ordinal), Namespace: c.Namespace, Labels: t.Labels},
-		Spec:       t.Spec,
+		TypeMeta: TypeMeta("v1", "PersistentVolumeClaim"),
+		ObjectMeta: metav1.ObjectMeta{Name: DataClaimName(c, ordinal), Namespace: c.Namespace, Labels: t.Labels,
+			Annotations: map[string]string{AnnotationRestoreOf: string(c.UID)}},
+		Spec: t.Spec,
 	}
 	return pvc, nil
 }

@@ -81,6 +81,7 @@ func TestRestoredStatefulSet(t *testing.T) {
 		{&v1.RestoreStatus{BackupID: "20261206T120000Z", RestoredAt: &metav1.Time{}}, 1},
 	} {
 		c.Status.Restore = tc.status
+		c.Status.CurrentPrimary = ""
 		sts, err := BuildStatefulSet(c)
 		if err != nil {
 			t.Fatal(err)
@@ -89,13 +90,19 @@ func TestRestoredStatefulSet(t *testing.T) {
 			t.Errorf("status.restore %+v: %d replicas, want %d", tc.status, *sts.Spec.Replicas, tc.want)
 		}
 	}
+	// A bootstrapped cluster keeps its instances even when its status lost status.restore.
+	c.Status.Restore, c.Status.CurrentPrimary = nil, c.Name+"-0"
+	if sts, err := BuildStatefulSet(c); err != nil || *sts.Spec.Replicas != 1 {
+		t.Errorf("a bootstrapped restored cluster without status.restore: %v replicas (%v), want 1", sts.Spec.Replicas, err)
+	}
+	c.UID = "uid-1"
 	pvc, err := BuildDataClaim(c, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sts, _ := BuildStatefulSet(c)
 	tmpl := sts.Spec.VolumeClaimTemplates[0]
-	if pvc.Name != tmpl.Name+"-"+sts.Name+"-0" || pvc.Spec.Resources.Requests.Storage().Cmp(*tmpl.Spec.Resources.Requests.Storage()) != 0 || pvc.Labels[LabelInstance] != c.Name {
+	if pvc.Name != tmpl.Name+"-"+sts.Name+"-0" || pvc.Spec.Resources.Requests.Storage().Cmp(*tmpl.Spec.Resources.Requests.Storage()) != 0 || pvc.Labels[LabelInstance] != c.Name || pvc.Annotations[AnnotationRestoreOf] != "uid-1" {
 		t.Errorf("claim %s %+v: want the template's %s-%s-0", pvc.Name, pvc.Spec, tmpl.Name, sts.Name)
 	}
 }

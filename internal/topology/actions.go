@@ -807,7 +807,9 @@ func (i *Instance) ForgetFence(ctx context.Context) error {
 		return err
 	}
 	err = i.withSession(ctx, op, d, sessionOptions{elevate: true, skipBinlog: true}, func(s *pinnedSession) error {
-		return s.exec(stmt("DELETE FROM " + FenceTable))
+		// Only while the binary log is empty: once the history is continued, the stored epoch
+		// is this cluster's, and a late delete (an actor paused past its guard) is a no-op.
+		return s.exec(stmt("DELETE FROM " + FenceTable + " WHERE @@global.gtid_binlog_state = ''"))
 	})
 	if n := sqlErrorNumber(err); n == erNoSuchTable || n == erBadDB {
 		return nil

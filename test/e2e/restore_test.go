@@ -86,6 +86,26 @@ func TestRestoreIntoNewCluster(t *testing.T) {
 		t.Errorf("the restore Job is left: %v", err)
 	}
 
+	// Deleted with its volume kept, and restored again under its name: the kept volume (written
+	// to since) is never taken for a restore of the backup.
+	if res := mysqlctl(t, "delete", dst, "--yes"); res.code != 0 {
+		t.Fatalf("delete %s: exit %d %s", dst, res.code, res.stderr)
+	}
+	eventually(t, ctx, dst+" gone", func() error {
+		if _, err := r.Client.AppsV1().StatefulSets("default").Get(ctx, dst, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("its StatefulSet: %v", err)
+		}
+		return nil
+	})
+	res = mysqlctl(t, "restore", dst, "--from", src, "--replicas", "1", "--timeout", "2m")
+	outputs = append(outputs, res.stdout, res.stderr)
+	if res.code != 4 || !strings.Contains(res.stderr, "was not made by this restore") {
+		t.Errorf("restore onto a kept volume: exit %d; want 4, the claim refused:\n%s", res.code, res.stderr)
+	}
+	if sts, err := r.Client.AppsV1().StatefulSets("default").Get(ctx, dst, metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 0 {
+		t.Errorf("after the refusal the StatefulSet %v (%v): want no instance", sts.Spec.Replicas, err)
+	}
+
 	outputs = append(outputs, restoreDamaged(t, ctx, s3, src, bad)...)
 	sec := secret(t, ctx, src)
 	noPasswords(t, sec, outputs...)
