@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
 
 // TestRestoreChoosesAndRefuses: restore reads the source's bucket from where it runs and takes the
@@ -37,6 +39,18 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kubeClient(t).Delete(context.Background(), other) })
+	// The source's credentials, and a Secret of another cluster's name with other passwords.
+	for name, root := range map[string]string{"bkl-credentials": "source-root", "rst-clash-credentials": "other-root"} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string][]byte{}}
+		for _, k := range specs.SecretKeys {
+			sec.Data[k] = []byte("pw-" + k)
+		}
+		sec.Data[specs.SecretRootPassword] = []byte(root)
+		if err := kubeClient(t).Create(t.Context(), sec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kubeClient(t).Delete(context.Background(), sec) })
+	}
 	before := snapshotNamespace(t, t.Context(), "default")
 
 	r := check("dry run", cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--dry-run", "-o", "json")
@@ -57,6 +71,10 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 	check("another series", cmdutil.ExitUsage, "backup "+bkNew+" was taken on 10.11.14-MariaDB-log (series 10.11) and the new cluster's image is mariadb:10.6.20 (series 10.6)",
 		"rst-new", "--from", "bkl", "--image", "mariadb:10.6.20", "--dry-run")
 	check("a digest", cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--image", "registry.example/mariadb@sha256:"+strings.Repeat("0", 64), "--dry-run")
+	r = check("a Secret with other passwords", cmdutil.ExitUsage, "Secret default/rst-clash-credentials exists and its "+specs.SecretRootPassword+" is not bkl's", "rst-clash", "--from", "bkl")
+	if strings.Contains(r.stderr, "other-root") || strings.Contains(r.stderr, "source-root") {
+		t.Errorf("a password is printed: %q", r.stderr)
+	}
 	check("in place", cmdutil.ExitUsage, "restore in place is not supported", "bkl", "--from", "bkl")
 	check("no --from", cmdutil.ExitUsage, "--from is required", "rst-new")
 	check("a bad name", cmdutil.ExitUsage, `NEWNAME "Rst_New" is not a valid cluster name`, "Rst_New", "--from", "bkl")
