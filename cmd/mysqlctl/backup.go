@@ -102,21 +102,31 @@ func removeAborted(ctx context.Context, f *cmdutil.Factory, r *orchestrate.Runne
 		fmt.Fprintf(ios.ErrOut, "warning: %v; %s\n", err, later)
 		return nil
 	}
-	b, err := openBucket(ctx, f, key.Name, "")
-	if err == nil {
-		var e catalog.Entry
-		if e, err = catalog.ReadOne(ctx, b.store, key.Namespace, key.Name, id, ""); catalog.IsNotFound(err) {
-			return nil // nothing was stored
-		} else if err == nil {
-			var d catalog.Deleted
-			if d, err = catalog.Delete(ctx, b.store, key.Namespace, key.Name, e, f.Clock()); err == nil {
-				fmt.Fprintf(ios.Out, "deleted what it had stored (%s): %d object(s), %s\n", e.State, d.Objects, humanBytes(d.Bytes))
-				return nil
-			}
-		}
+	d, err := deleteAborted(ctx, f, key, id)
+	switch {
+	case err != nil:
+		fmt.Fprintf(ios.ErrOut, "warning: could not check the bucket for what the backup stored (%v): %s\n", err, later)
+	case d.Objects > 0 || d.AbortedUploads > 0:
+		fmt.Fprintf(ios.Out, "deleted what it had stored: %d object(s), %s, and %d unfinished upload(s)\n", d.Objects, humanBytes(d.Bytes), d.AbortedUploads)
 	}
-	fmt.Fprintf(ios.ErrOut, "warning: could not check the bucket for what the backup stored (%v): %s\n", err, later)
 	return nil
+}
+
+// deleteAborted deletes what the aborted backup id stored: its objects, and its unfinished
+// multipart uploads, which no listing shows (an upload in progress when the copy was stopped).
+func deleteAborted(ctx context.Context, f *cmdutil.Factory, key client.ObjectKey, id string) (catalog.Deleted, error) {
+	b, err := openBucket(ctx, f, key.Name, "")
+	if err != nil {
+		return catalog.Deleted{}, err
+	}
+	e, err := catalog.ReadOne(ctx, b.store, key.Namespace, key.Name, id, "")
+	if catalog.IsNotFound(err) {
+		e, err = catalog.Entry{ID: id}, nil // no object listed: its upload may be unfinished
+	}
+	if err != nil {
+		return catalog.Deleted{}, err
+	}
+	return catalog.Delete(ctx, b.store, key.Namespace, key.Name, e, f.Clock())
 }
 
 // BackupCreateOptions holds the backup create command's flags.

@@ -38,7 +38,9 @@ The check reads the listing only: a changed byte is found when a restore reads t
 checks its SHA-256.
 
 Exit code 4 when the backup is damaged (an object missing or of another size), its manifest
-is unreadable, or it is incomplete (no manifest) and not running: a restore would refuse it.
+is unreadable, it is recorded as failed (status.backup.lastFailure), its manifest names another
+cluster of the same name (foreign), or it is incomplete (no manifest) and not running: a restore
+would refuse it.
 An ID that is not in the bucket is named with the IDs nearest to it.`,
 		Example: example(f,
 			"# The manifest and the check of one backup of demo",
