@@ -788,7 +788,8 @@ func (i *Instance) ResetReplication(ctx context.Context) error {
 // position (see Dialect.ContinueHistory). Only for a restored server whose
 // binary log is empty: the caller proves that first.
 func (i *Instance) ContinueHistory(ctx context.Context, position string) error {
-	return i.do(ctx, "continue the GTID history", func(d Dialect) ([]Stmt, error) { return d.ContinueHistory(position), nil })
+	// The server is read-only until the bootstrap opens it: RESET MASTER needs the elevation.
+	return i.doElevated(ctx, "continue the GTID history", func(d Dialect) ([]Stmt, error) { return d.ContinueHistory(position), nil })
 }
 
 // ForgetFence removes the epoch stored in FenceTable, without binary logging

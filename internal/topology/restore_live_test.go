@@ -20,11 +20,20 @@ func TestRestoredServerHistoryAndFence(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := mariadbtest.Start(t, mariadbtest.Options{Name: "restored"})
-	// As a restore leaves it: the source's fence row, and no binary log of its own.
+	pass := func(string) (time.Time, error) { return time.Time{}, nil }
+	// As a restore leaves it: root without its own way through read_only (mysqlctl strips it,
+	// the role lets its sessions through), the source's fence row, no binary log of its own,
+	// read-only.
+	setup := connect(t, s, rootCreds())
+	setup.Guard = pass
+	must(t, setup.EnsureUser(ctx, UserSpec{User: orch.User, Password: orch.Password, Role: RoleOrchestration}, EnsureUserOptions{SkipBinlog: true}))
+	if _, err := setup.StripReadOnlyAdmin(ctx, mariadbtest.RootUser, EnsureUserOptions{SkipBinlog: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close()
 	s.Exec(t, "CREATE DATABASE IF NOT EXISTS "+FenceSchema,
 		"CREATE TABLE IF NOT EXISTS "+FenceTable+" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
 		"REPLACE INTO "+FenceTable+" VALUES (1, 1000000)", "RESET MASTER")
-	pass := func(string) (time.Time, error) { return time.Time{}, nil }
 	fenced := connect(t, s, rootCreds())
 	defer fenced.Close()
 	fenced.Epoch, fenced.Guard, fenced.FenceWait = func() int64 { return 5 }, pass, time.Second
@@ -33,6 +42,7 @@ func TestRestoredServerHistoryAndFence(t *testing.T) {
 	plain := connect(t, s, rootCreds())
 	defer plain.Close()
 	plain.Guard = pass
+	must(t, plain.Fence(ctx)) // read-only
 
 	if err := fenced.ContinueHistory(ctx, "0-7-9"); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("with the restored epoch in place: %v, want ErrSuperseded (the control)", err)
@@ -52,6 +62,7 @@ func TestRestoredServerHistoryAndFence(t *testing.T) {
 	if st, sp := s.QueryString(t, "SELECT @@gtid_binlog_state"), s.QueryString(t, "SELECT @@gtid_slave_pos"); st != "0-7-9" || sp != "0-7-9" {
 		t.Errorf("after ContinueHistory: gtid_binlog_state %q, gtid_slave_pos %q; want 0-7-9 both", st, sp)
 	}
+	must(t, plain.MakeWritable(ctx))
 	s.Exec(t, "CREATE DATABASE after_restore")
 	if pos, want := s.QueryString(t, "SELECT @@gtid_binlog_pos"), fmt.Sprintf("0-%d-10", s.ServerID); pos != want {
 		t.Errorf("the first write after the restore is at %q, want %q (the backup's history continued)", pos, want)

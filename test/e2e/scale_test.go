@@ -114,9 +114,16 @@ func TestScale(t *testing.T) {
 		t.Fatalf("primary %s after the scale down to 2", primary)
 	}
 	for _, p := range []string{"sc-2", "sc-3", "sc-4"} {
-		if _, err := r.Client.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("pod %s still exists after the scale down (%v)", p, err)
-		}
+		// The scale ends once the pod is terminating (no member any more); the kubelet removes
+		// it soon after, later on a loaded node.
+		gctx, gcancel := context.WithTimeout(ctx, time.Minute)
+		eventually(t, gctx, "pod "+p+" gone after the scale down", func() error {
+			if _, err := r.Client.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+		gcancel()
 		// Deleted: gone once the claim's protection finalizer sees no pod using it.
 		eventually(t, ctx, "the volume of "+p+" deleted (--delete-data)", func() error {
 			pvc, err := r.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-"+p, metav1.GetOptions{})
