@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +32,7 @@ import (
 // (same size, other bytes) is refused with the object named, and no server ever starts on it. No
 // output holds a password or the bucket's key.
 func TestRestoreIntoNewCluster(t *testing.T) {
+	t.Parallel()
 	viaPortForward(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -135,8 +135,8 @@ func checkRestored(t *testing.T, ctx context.Context, name, root, want, backupPo
 		t.Errorf("restored: %d rows, app.keep %d rows, row 1 %q; want 3000, 2, not the change made after the backup", rows, keep, v)
 	}
 	execAll(t, ctx, p, "INSERT INTO app.t VALUES (9001, 'restored')")
-	var pos, state string
-	if err := p.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos, @@gtid_binlog_state").Scan(&pos, &state); err != nil {
+	var pos string
+	if err := p.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 		t.Fatal(err)
 	}
 	before, err1 := gtid.ParseMariaDBPos(backupPos)
@@ -145,8 +145,6 @@ func checkRestored(t *testing.T, ctx context.Context, name, root, want, backupPo
 	a0, ok1 := after.Domain(0)
 	if err1 != nil || err2 != nil || !ok0 || !ok1 || a0.Seq <= b0.Seq {
 		t.Errorf("after a write the restored primary is at %q; the backup was at %q: want its history continued past it", pos, backupPos)
-	} else if !slices.Contains(strings.Split(state, ","), b0.String()) {
-		t.Errorf("the restored primary's gtid_binlog_state %q does not hold the backup's %s", state, b0)
 	} else {
 		t.Logf("backup at %s, restored primary at %s after a write (%d transactions since the backup, mysqlctl's own included)", backupPos, pos, a0.Seq-b0.Seq)
 	}
