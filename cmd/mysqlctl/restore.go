@@ -36,6 +36,7 @@ type RestoreOptions struct {
 	Replicas int32
 	Endpoint string
 	Output   string
+	Wait     bool
 	Timeout  time.Duration
 	Dialer   string
 	DryRun   cmdutil.DryRun
@@ -94,7 +95,7 @@ and passwords, as they were when the backup was taken).`,
 	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
 	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
 	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
-	fl.DurationVar(&o.Timeout, "timeout", defaultBackupTimeout, "How long to wait for the restore; when it passes, the restore stays recorded and running the command again continues it")
+	addBootstrapWaiting(cmd, &o.Wait, true, &o.Timeout, defaultBackupTimeout)
 	addDialerFlag(cmd, &o.Dialer)
 	cmdutil.AddDryRunFlag(cmd, &o.DryRun, "Only show which backup would be restored into which new cluster: client (nothing is created)")
 	cmdutil.AddOutputFlag(cmd, &o.Output, cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML)
@@ -181,6 +182,11 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !o.Wait {
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "The restore is carried out by 'reconcile %s' (or a running 'watch'); 'scale %s --replicas %d' then adds the other instances.\n",
+			o.Name, o.Name, out.Replicas)
+		return nil
 	}
 	key := client.ObjectKeyFromObject(target)
 	err = withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {

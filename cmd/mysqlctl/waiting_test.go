@@ -22,6 +22,7 @@ var longCommands = []struct {
 	{[]string{"create", "demo"}, true},
 	{[]string{"apply", "-f", "cluster.yaml"}, true},
 	{[]string{"reconcile", "demo"}, true},
+	{[]string{"restore", "demo2", "--from", "demo"}, true},
 	{[]string{"switchover", "demo"}, false},
 	{[]string{"failover", "demo"}, false},
 	{[]string{"upgrade", "demo"}, false},
@@ -66,7 +67,7 @@ func TestLongCommandsWaitAlike(t *testing.T) {
 		}
 		wantUsage, wantDefault := waitUsage, "true"
 		if lc.bootstrap {
-			wantUsage, wantDefault = bootstrapWaitUsage, map[bool]string{true: "true", false: "false"}[name == "reconcile"]
+			wantUsage, wantDefault = bootstrapWaitUsage, map[bool]string{true: "true", false: "false"}[name == "reconcile" || name == "restore"]
 		}
 		if wait.Usage != wantUsage || wait.DefValue != wantDefault {
 			t.Errorf("%s --wait: default %s, help %q\nwant default %s, help %q", name, wait.DefValue, wait.Usage, wantDefault, wantUsage)
