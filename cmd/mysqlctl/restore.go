@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +171,10 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		out.BackupTaken = &m.FinishedAt
 	}
 	out.BackupID, out.GTIDPosition = target.Spec.Restore.BackupID, target.Spec.Restore.GTIDPosition
+	if target.Status.CurrentPrimary != "" && target.Status.Scale == nil && o.Replicas == 0 && target.Spec.Replicas != 1 {
+		// Restored, and scaled since (a restore creates one instance): left at its count.
+		out.Replicas = target.Spec.Replicas
+	}
 	if o.DryRun != cmdutil.DryRunNone {
 		out.DryRun = true
 		return o.print(out)
@@ -184,16 +190,20 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !o.Wait {
-		fmt.Fprintf(o.f.IOStreams.ErrOut, "The restore is carried out by 'reconcile %s' (or a running 'watch'); 'scale %s --replicas %d' then adds the other instances.\n",
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "The restore is carried out by 'reconcile %s'; 'scale %s --replicas %d' then adds the other instances.\n",
 			o.Name, o.Name, out.Replicas)
-		return nil
+		return o.print(out)
 	}
 	key := client.ObjectKeyFromObject(target)
 	err = withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
 		if err := r.Bootstrap(ctx, key); err != nil {
 			return err
 		}
-		if out.Replicas <= 1 {
+		now := &v1.MysqlCluster{}
+		if err := r.Kube.Get(ctx, key, now); err != nil {
+			return err
+		}
+		if now.Status.Scale == nil && orchestrate.MemberCount(now) == out.Replicas {
 			return nil
 		}
 		return r.Scale(ctx, key, orchestrate.ScaleOptions{Replicas: out.Replicas})
@@ -254,6 +264,10 @@ func (o *RestoreOptions) print(out restoreOutput) error {
 	ios := o.f.IOStreams
 	if o.Output != cmdutil.OutputTable {
 		return cmdutil.PrintStructured(ios.Out, o.Output, out)
+	}
+	if out.Phase == "" && !out.DryRun {
+		_, err := fmt.Fprintf(ios.Out, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", o.Name, out.BackupID, out.From)
+		return err
 	}
 	if out.DryRun {
 		taken := ""
@@ -336,6 +350,8 @@ func restoreTarget(src *v1.MysqlCluster, name, image string, m *backup.Manifest,
 	// Objects the source names are the source's: the new cluster gets its own Services and its
 	// own copy of the credentials (NEWNAME-credentials, see copySecret), never the source's.
 	t.Spec.PrimaryService, t.Spec.ReplicaService, t.Spec.CredentialsSecretName = "", "", ""
+	// The backup's flavor, whatever another image's name would suggest.
+	t.Spec.Flavor = specs.Flavor(src)
 	if image != "" {
 		t.Spec.Image = image
 	}
@@ -345,7 +361,7 @@ func restoreTarget(src *v1.MysqlCluster, name, image string, m *backup.Manifest,
 // createTarget creates the new cluster's Secret (a copy of the source's), then the cluster and its
 // derived objects (its StatefulSet with no instance until the data is restored). Anything this run
 // created is removed again when a later step fails.
-func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) (retErr error) {
+func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) error {
 	if err := c.Create(ctx, target.DeepCopy(), client.DryRunAll); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
@@ -354,28 +370,46 @@ func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src,
 	if err != nil {
 		return err
 	}
-	clusterCreated := false
-	defer func() {
-		if retErr == nil {
-			return
-		}
-		if clusterCreated {
-			_ = c.Delete(context.WithoutCancel(ctx), target)
-		}
-		if secretCreated {
-			_ = c.Delete(context.WithoutCancel(ctx), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.SecretName(target)}})
-		}
-		retErr = fmt.Errorf("%w (what this run created was removed again)", retErr)
-	}()
 	if err := c.Create(ctx, target); err != nil {
-		return cmdutil.ExplainAPIError(err)
+		if apierrors.IsAlreadyExists(err) {
+			// Another run created it meanwhile: its Secret is this copy, kept.
+			return fmt.Errorf("%w: MysqlCluster %s/%s was created meanwhile (another restore running?): run the command again to continue it", outcome.ErrHeld, target.Namespace, target.Name)
+		}
+		return undoCreated(ctx, c, nil, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))
 	}
-	clusterCreated = true
 	if _, err := orchestrate.ApplyDerived(ctx, c, target, specs.Convergence{}); err != nil {
-		return cmdutil.ExplainAPIError(err)
+		return undoCreated(ctx, c, target, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))
 	}
-	fmt.Fprintf(o.f.IOStreams.ErrOut, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", target.Name, target.Spec.Restore.BackupID, src.Name)
+	if o.Wait {
+		// Progress; without --wait, the result printed is this line.
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", target.Name, target.Spec.Restore.BackupID, src.Name)
+	}
 	return nil
+}
+
+// secretSelf is the new cluster's Secret when this run created it (nil otherwise).
+func secretSelf(target *v1.MysqlCluster, created bool) *corev1.Secret {
+	if !created {
+		return nil
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.SecretName(target)}}
+}
+
+// undoCreated removes what a failed run created (the cluster, with its owned objects, then its
+// Secret, only once the cluster is gone) and says so with cause; what it could not remove is named.
+func undoCreated(ctx context.Context, c client.Client, cluster *v1.MysqlCluster, secret *corev1.Secret, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	if cluster != nil {
+		if err := c.Delete(ctx, cluster); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w (the cluster it created could not be removed: %v; delete it with 'delete %s --delete-data')", cause, err, cluster.Name)
+		}
+	}
+	if secret != nil {
+		if err := c.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w (the Secret %s it created could not be removed: %v)", cause, secret.Name, err)
+		}
+	}
+	return fmt.Errorf("%w (what this run created was removed again)", cause)
 }
 
 // ensureSecretCopy makes the new cluster's credentials Secret (NEWNAME-credentials) a copy of the
@@ -385,6 +419,10 @@ func ensureSecretCopy(ctx context.Context, c client.Client, src, target *v1.Mysq
 	from := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: specs.SecretName(src)}, from); err != nil {
 		return false, fmt.Errorf("read the credentials Secret of %s: %w", src.Name, cmdutil.ExplainAPIError(err))
+	}
+	if missing := specs.MissingSecretKeys(from); len(missing) > 0 {
+		return false, fmt.Errorf("%w: the credentials Secret %s/%s of %s lacks %v: the restored data needs %s's passwords, and they are not all there",
+			outcome.ErrInvalid, from.Namespace, from.Name, src.Name, missing, src.Name)
 	}
 	s, err := specs.BuildSecret(target)
 	if err != nil {
@@ -403,7 +441,7 @@ func ensureSecretCopy(ctx context.Context, c client.Client, src, target *v1.Mysq
 	if err := c.Get(ctx, client.ObjectKeyFromObject(s), have); err != nil {
 		return false, cmdutil.ExplainAPIError(err)
 	}
-	for _, k := range specs.SecretKeys {
+	for _, k := range append(slices.Clone(specs.SecretKeys), specs.AppSecretKeys...) {
 		if !bytes.Equal(have.Data[k], from.Data[k]) {
 			return false, fmt.Errorf("%w: Secret %s/%s exists and its %s is not %s's: the restored data opens only with %s's passwords; delete the Secret, or choose another NEWNAME",
 				outcome.ErrInvalid, s.Namespace, s.Name, k, src.Name, src.Name)
@@ -413,34 +451,56 @@ func ensureSecretCopy(ctx context.Context, c client.Client, src, target *v1.Mysq
 }
 
 // sameSeries refuses a backup taken on another server series than the image's (a physical backup
-// is prepared by the image's own mariadb-backup, which reads only its series' files). An image
-// whose tag names no series (a digest, latest) is not checked.
+// is prepared by the image's own mariadb-backup, which reads only its series' files). A tag that
+// names a series (10.11, 10.11.9, 10.11-jammy) must name the backup's; one that names only a major
+// (11) must name its major. A tag that names no MariaDB version (a digest, latest, lts, or a
+// version below 10: an image of one's own numbering) is not checked.
 func sameSeries(m *backup.Manifest, image string) error {
-	tag := image[strings.LastIndex(image, "/")+1:]
-	if i := strings.IndexAny(tag, "@"); i >= 0 {
-		tag = tag[:i]
+	ref := image[strings.LastIndex(image, "/")+1:]
+	if i := strings.Index(ref, "@"); i >= 0 {
+		ref = ref[:i]
 	}
-	_, tag, ok := strings.Cut(tag, ":")
-	want, have := seriesOf(m.ServerVersion), seriesOf(tag)
-	if !ok || want == "" || have == "" || want == have {
+	_, tag, ok := strings.Cut(ref, ":")
+	want := seriesOf(m.ServerVersion)
+	major, series := versionOf(tag)
+	if !ok || want == "" || major < 10 {
 		return nil
 	}
-	return fmt.Errorf("%w: backup %s was taken on %s (series %s) and the new cluster's image is %s (series %s): a physical backup restores only into its own series; give --image with a %s image (and upgrade after)",
-		outcome.ErrInvalid, m.ID, m.ServerVersion, want, image, have, want)
+	wantMajor, _, _ := strings.Cut(want, ".")
+	if series == want || series == "" && strconv.Itoa(major) == wantMajor {
+		return nil
+	}
+	return fmt.Errorf("%w: backup %s was taken on %s (series %s) and the new cluster's image is %s: a physical backup restores only into its own series; give --image with a %s image (and upgrade after)",
+		outcome.ErrInvalid, m.ID, m.ServerVersion, want, image, want)
 }
 
-// seriesOf is the MAJOR.MINOR a version or image tag starts with ("" when it starts otherwise).
+// seriesOf is the MAJOR.MINOR a version starts with ("" when it starts otherwise).
 func seriesOf(v string) string {
-	major, rest, ok := strings.Cut(v, ".")
-	if !ok || major == "" || strings.Trim(major, "0123456789") != "" {
-		return ""
+	_, series := versionOf(v)
+	return series
+}
+
+// versionOf reads the MAJOR[.MINOR] a version or tag starts with: the major (-1 when it does not
+// start with one) and MAJOR.MINOR ("" without a minor).
+func versionOf(v string) (int, string) {
+	digits := func(s string) string {
+		i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+		if i < 0 {
+			return s
+		}
+		return s[:i]
 	}
-	minor := rest
-	if i := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-		minor = rest[:i]
+	maj := digits(v)
+	n, err := strconv.Atoi(maj)
+	if err != nil {
+		return -1, ""
 	}
-	if minor == "" {
-		return ""
+	rest := v[len(maj):]
+	if !strings.HasPrefix(rest, ".") {
+		return n, ""
 	}
-	return major + "." + minor
+	if minor := digits(rest[1:]); minor != "" {
+		return n, maj + "." + minor
+	}
+	return n, ""
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
@@ -68,8 +70,13 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 	check("no such backup", cmdutil.ExitFailed, "backup list bkl", "rst-new", "--from", "bkl/20991231T000000Z")
 	check("no such source", cmdutil.ExitFailed, "MysqlCluster default/nosuch not found", "rst-new", "--from", "nosuch")
 	check("a cluster of that name", cmdutil.ExitUsage, "MysqlCluster default/rst-other already exists and is not a restore of bkl: choose another NEWNAME", "rst-other", "--from", "bkl")
-	check("another series", cmdutil.ExitUsage, "backup "+bkNew+" was taken on 10.11.14-MariaDB-log (series 10.11) and the new cluster's image is mariadb:10.6.20 (series 10.6)",
-		"rst-new", "--from", "bkl", "--image", "mariadb:10.6.20", "--dry-run")
+	for _, image := range []string{"mariadb:10.6.20", "registry.example:5000/mariadb:11", "mariadb:11.4-noble"} {
+		check("another series: "+image, cmdutil.ExitUsage, "backup "+bkNew+" was taken on 10.11.14-MariaDB-log (series 10.11) and the new cluster's image is "+image+": a physical backup restores only into its own series",
+			"rst-new", "--from", "bkl", "--image", image, "--dry-run")
+	}
+	for _, image := range []string{"mariadb:10.11", "mariadb:10", "registry.example:5000/mariadb:10.11.9-jammy", "corp/mariadb:1.4", "mariadb:lts"} {
+		check("the same series, or no series: "+image, cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--image", image, "--dry-run")
+	}
 	check("a digest", cmdutil.ExitOK, "", "rst-new", "--from", "bkl", "--image", "registry.example/mariadb@sha256:"+strings.Repeat("0", 64), "--dry-run")
 	r = check("a Secret with other passwords", cmdutil.ExitUsage, "Secret default/rst-clash-credentials exists and its "+specs.SecretRootPassword+" is not bkl's", "rst-clash", "--from", "bkl")
 	if strings.Contains(r.stderr, "other-root") || strings.Contains(r.stderr, "source-root") {
@@ -82,5 +89,46 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 	check("a negative count", cmdutil.ExitUsage, "--replicas -1", "rst-new", "--from", "bkl", "--replicas", "-1")
 	if after := snapshotNamespace(t, t.Context(), "default"); !slices.Equal(before, after) {
 		t.Errorf("a dry run or a refusal changed the namespace:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// --wait=false creates the cluster (one instance, none started before the data is
+	// restored), a copy of the source's Secret and its own Services, and leaves the rest to
+	// reconcile.
+	src := &v1.MysqlCluster{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "bkl"}, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Spec.PrimaryService, src.Spec.ReplicaService = "shop-db", "shop-db-ro"
+	if err := kubeClient(t).Update(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	r = check("--wait=false", cmdutil.ExitOK, "The restore is carried out by 'reconcile rst-nowait'", "rst-nowait", "--from", "bkl", "--wait=false", "-o", "json")
+	t.Cleanup(func() {
+		_ = kubeClient(t).Delete(context.Background(), &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "rst-nowait", Namespace: "default"}})
+		_ = kubeClient(t).Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rst-nowait-credentials", Namespace: "default"}})
+	})
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.BackupID != bkNew || out.Phase != "" {
+		t.Errorf("--wait=false output %q (%v)", r.stdout, err)
+	}
+	created := &v1.MysqlCluster{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "rst-nowait"}, created); err != nil {
+		t.Fatal(err)
+	}
+	if sp := created.Spec; sp.Replicas != 1 || sp.Restore == nil || sp.Restore.BackupID != bkNew || sp.PrimaryService != "" || sp.ReplicaService != "" || sp.CredentialsSecretName != "" || sp.Flavor != v1.FlavorMariaDB {
+		t.Errorf("created spec %+v: want one instance, the backup, no name of the source's objects, the backup's flavor", sp)
+	}
+	copied := &corev1.Secret{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "rst-nowait-credentials"}, copied); err != nil || string(copied.Data[specs.SecretRootPassword]) != "source-root" {
+		t.Errorf("the new cluster's Secret: %v; want a copy of the source's", err)
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "rst-nowait"}, sts); err != nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas != 0 {
+		t.Errorf("the new cluster's StatefulSet (%v): want no instance before the data is restored", err)
+	}
+	for _, name := range []string{"shop-db", "shop-db-ro"} {
+		svc := &corev1.Service{}
+		if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: name}, svc); err == nil {
+			t.Errorf("the source's Service %s was written by the restore", name)
+		}
 	}
 }

@@ -212,13 +212,16 @@ func (r *Runner) deleteBackupJob(ctx context.Context, c *v1.MysqlCluster, run *v
 	if run.Job == "" {
 		return nil
 	}
-	return r.deleteJob(ctx, c, run.Job, "backup")
+	return r.deleteJob(ctx, c, run.Job, "backup", true)
 }
 
 // deleteJob deletes a Job (what names it in errors: backup, restore) and its pods at once, not
-// when the garbage collector gets to them: a copy left running would go on writing.
-// (One by one: the shipped RBAC grants delete on pods, not deletecollection.)
-func (r *Runner) deleteJob(ctx context.Context, c *v1.MysqlCluster, name, what string) error {
+// when the garbage collector gets to them: a copy left running would go on writing. With force
+// they are deleted with no grace (their objects go at once, their containers soon after: a
+// backup's copy must stop now); without, with their own grace, so that a pod's object stays until
+// the node confirms its containers stopped (a restore waits for that before writing the volume
+// again). (One by one: the shipped RBAC grants delete on pods, not deletecollection.)
+func (r *Runner) deleteJob(ctx context.Context, c *v1.MysqlCluster, name, what string, force bool) error {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
 	err := r.Kube.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -228,8 +231,12 @@ func (r *Runner) deleteJob(ctx context.Context, c *v1.MysqlCluster, name, what s
 	if err := r.Kube.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: name}); err != nil {
 		return fmt.Errorf("list the %s Job %s's pods: %w", what, name, err)
 	}
+	var opts []client.DeleteOption
+	if force {
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
 	for i := range pods.Items {
-		if err := r.Kube.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Kube.Delete(ctx, &pods.Items[i], opts...); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete the %s Job %s's pod %s: %w", what, name, pods.Items[i].Name, err)
 		}
 	}

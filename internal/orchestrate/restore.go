@@ -36,7 +36,8 @@ var RestoreStages = []string{StageRestoringData, StageStartingInstance, StageCon
 
 // historyPending reports whether the restored primary's GTID history is not continued yet.
 func historyPending(c *v1.MysqlCluster) bool {
-	return c.Spec.Restore != nil && (c.Status.Restore == nil || c.Status.Restore.HistoryContinuedAt == nil)
+	// A bootstrapped cluster (a primary recorded) is past it, whatever its status says of it.
+	return c.Spec.Restore != nil && c.Status.CurrentPrimary == "" && (c.Status.Restore == nil || c.Status.Restore.HistoryContinuedAt == nil)
 }
 
 // firstBootstrapStage is where a new cluster's bootstrap begins.
@@ -73,8 +74,12 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		return "", nil, notYet("read the restore Job %s: %v", name, err)
 	}
 	if !metav1.IsControlledBy(job, c) {
+		l := job.Labels
+		if l[specs.LabelManagedBy] != specs.FieldOwner || l[specs.LabelComponent] != specs.RestoreComponent || l[specs.LabelInstance] != c.Name {
+			return "", nil, fmt.Errorf("%w: a Job named %s exists and is not a restore Job of mysqlctl: delete or rename it, or restore under another name", outcome.ErrUnsafe, name)
+		}
 		// An earlier cluster's of the same name, not collected yet: never this restore's.
-		if err := r.deleteJob(ctx, c, name, "restore"); err != nil {
+		if err := r.deleteJob(ctx, c, name, "restore", false); err != nil {
 			return "", nil, err
 		}
 		return "", nil, notYet("the restore Job %s of an earlier cluster named %s is deleted", name, c.Name)
@@ -92,7 +97,7 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		if want := c.Spec.Restore.GTIDPosition; want != "" && res.GTIDPosition != want {
 			return "", nil, fmt.Errorf("%w: the restored data is at GTID position %q, and the backup's manifest records %q: the object is not the backup it names", outcome.ErrUnsafe, res.GTIDPosition, want)
 		}
-		if err := r.deleteJob(ctx, c, name, "restore"); err != nil {
+		if err := r.deleteJob(ctx, c, name, "restore", false); err != nil {
 			return "", nil, err
 		}
 		now := metav1.NewTime(r.Clock())
@@ -102,7 +107,7 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		}, nil
 	case jobCondition(job, batchv1.JobFailed):
 		why := jobFailure(job, pod, specs.RestoreComponent)
-		if err := r.deleteJob(ctx, c, name, "restore"); err != nil {
+		if err := r.deleteJob(ctx, c, name, "restore", false); err != nil {
 			return "", nil, err
 		}
 		r.Event(ctx, c, true, "RestoreFailed", fmt.Sprintf("the restore Job %s failed: %s", name, why))
@@ -152,6 +157,8 @@ func (r *Runner) claimRestoreVolume(ctx context.Context, c *v1.MysqlCluster) err
 	}
 	have := &corev1.PersistentVolumeClaim{}
 	switch err := r.Kube.Get(ctx, client.ObjectKeyFromObject(pvc), have); {
+	case err == nil && have.DeletionTimestamp != nil:
+		return notYet("the volume claim %s of an earlier cluster named %s is being deleted", pvc.Name, c.Name)
 	case err == nil:
 		if have.Annotations[specs.AnnotationRestoreOf] != string(c.UID) {
 			return fmt.Errorf("%w: the volume claim %s exists and was not made by this restore (kept from an earlier cluster named %s?): a restore goes into a new, empty volume only; delete the claim ('delete %s --delete-data' deletes a cluster with its volumes) or restore under another name",
