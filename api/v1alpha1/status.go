@@ -226,6 +226,34 @@ type BackupStatus struct {
 	// The last backup that failed, with why.
 	// +optional
 	LastFailure *BackupRecord `json:"lastFailure,omitempty"`
+	// How spec.backup.schedule has been kept: the schedule time the last scheduled backup was
+	// taken for, and the times missed.
+	// +optional
+	Schedule *BackupScheduleStatus `json:"schedule,omitempty"`
+}
+
+// BackupScheduleStatus is how watch kept the backup schedule.
+type BackupScheduleStatus struct {
+	// The schedule (spec.backup.schedule) this record is of; a new schedule starts a new record.
+	Schedule string `json:"schedule"`
+	// When watch began keeping it: times before are not due.
+	Since metav1.Time `json:"since"`
+	// The schedule time the last scheduled backup was taken for (or that a backup begun at or
+	// after it served).
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// The next schedule time after it.
+	// +optional
+	Next *metav1.Time `json:"next,omitempty"`
+	// Schedule times no backup was taken for, since Since.
+	// +optional
+	Missed int32 `json:"missed,omitempty"`
+	// The last schedule time missed.
+	// +optional
+	LastMissed *metav1.Time `json:"lastMissed,omitempty"`
+	// Why it was missed.
+	// +optional
+	LastMissedReason string `json:"lastMissedReason,omitempty"`
 }
 
 // BackupRun is a backup in progress.
@@ -251,6 +279,9 @@ type BackupRun struct {
 	// What the stage waits for, when it waits.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// The schedule time it is taken for (spec.backup.schedule); absent for `backup create`.
+	// +optional
+	ScheduledFor *metav1.Time `json:"scheduledFor,omitempty"`
 }
 
 // BackupRecord is a finished backup.
@@ -276,6 +307,9 @@ type BackupRecord struct {
 	// Why it failed (failures only).
 	// +optional
 	Message string `json:"message,omitempty"`
+	// The schedule time it was taken for; absent for `backup create`.
+	// +optional
+	ScheduledFor *metav1.Time `json:"scheduledFor,omitempty"`
 }
 
 // AnnotationRequest is where a command run while a watch supervises the cluster leaves its

@@ -252,6 +252,17 @@ type BackupSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	CredentialsSecretName string `json:"credentialsSecretName"`
 
+	// When `watch` takes backups: a cron schedule of five fields (minute hour day-of-month month
+	// day-of-week, in UTC; "0 3 * * *" is daily at 03:00) or a descriptor (@hourly, @daily,
+	// @weekly, @monthly, @every 6h). Absent: backups are taken by `backup create` only. Two
+	// backups never run at once: a schedule time that passes while a backup runs, or while no
+	// watch supervises the cluster, is reported as missed (status.backup.schedule, an Event), and
+	// one backup is taken for the latest time due.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9][0-9a-z.]*|[^@ ][^ ]*( +[^ ]+){4})$`
+	Schedule string `json:"schedule,omitempty"`
+
 	// mysqlctl's container image, from which a backup Job copies the agent that streams the
 	// backup (default mysqlctl:latest). The copy itself runs in the source pod's own server image.
 	// +optional

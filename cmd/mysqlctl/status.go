@@ -225,7 +225,38 @@ func backupLine(c *v1.MysqlCluster, now time.Time) (line string, ok bool) {
 	if f := st.LastFailure; f != nil && (st.Last == nil || f.FinishedAt.After(st.Last.FinishedAt.Time)) {
 		parts = append(parts, fmt.Sprintf("failed since: %s %s ago: %s", f.ID, ago(now, f.FinishedAt.Time), f.Message))
 	}
+	if sched := scheduleLine(c, now); sched != "" {
+		parts = append(parts, sched)
+	}
 	return strings.Join(parts, "; "), true
+}
+
+// scheduleLine describes how spec.backup.schedule is kept: the next time due and the times
+// missed ("" without a schedule).
+func scheduleLine(c *v1.MysqlCluster, now time.Time) string {
+	if c.Spec.Backup == nil || c.Spec.Backup.Schedule == "" {
+		return ""
+	}
+	expr := c.Spec.Backup.Schedule
+	var rec *v1.BackupScheduleStatus
+	if c.Status.Backup != nil {
+		rec = c.Status.Backup.Schedule
+	}
+	if rec == nil || rec.Schedule != expr {
+		return fmt.Sprintf("schedule %q not kept yet (a running 'watch %s' keeps it)", expr, c.Name)
+	}
+	line := fmt.Sprintf("schedule %q", expr)
+	if rec.Next != nil {
+		if rec.Next.After(now) {
+			line += fmt.Sprintf(", next %s (in %s)", rec.Next.UTC().Format("2006-01-02 15:04 MST"), duration.HumanDuration(rec.Next.Sub(now)))
+		} else {
+			line += fmt.Sprintf(", due since %s ago", ago(now, rec.Next.Time))
+		}
+	}
+	if rec.Missed > 0 && rec.LastMissed != nil {
+		line += fmt.Sprintf(", %d missed (last %s ago: %s)", rec.Missed, ago(now, rec.LastMissed.Time), rec.LastMissedReason)
+	}
+	return line
 }
 
 func podReadyCondition(p *corev1.Pod) bool {

@@ -307,6 +307,17 @@ func TestBackupLine(t *testing.T) {
 	if line, _ := backupLine(c, now); strings.Contains(line, "failed since") {
 		t.Errorf("a failure older than the last success is shown: %q", line)
 	}
+
+	// The schedule: not kept before a watch records it; then the next time and the missed.
+	c.Spec.Backup.Schedule = "0 3 * * *"
+	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; schedule "0 3 * * *" not kept yet (a running 'watch demo' keeps it)`) {
+		t.Errorf("a schedule no watch keeps: %q", line)
+	}
+	next, missed := metav1.NewTime(time.Date(2026, 12, 8, 3, 0, 0, 0, time.UTC)), at(33*time.Hour)
+	c.Status.Backup.Schedule = &v1.BackupScheduleStatus{Schedule: "0 3 * * *", Next: &next, Missed: 2, LastMissed: &missed, LastMissedReason: "no watch"}
+	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; schedule "0 3 * * *", next 2026-12-08 03:00 UTC (in 15h), 2 missed (last 33h ago: no watch)`) {
+		t.Errorf("a kept schedule: %q", line)
+	}
 }
 
 func TestScaleLine(t *testing.T) {

@@ -73,6 +73,10 @@ and reports only.
 An operation recorded in status whose holder stopped (a killed laptop, a cancelled CI job, a
 killed watch) is continued from its recorded stage once the holder's lease expires.
 
+A cluster with spec.backup.schedule (cron, in UTC) is backed up by the watch that supervises it:
+one backup per schedule time, never two at once, continued by the next watch when this one dies;
+times missed are counted in status.backup.schedule and reported.
+
 One watch supervises a cluster at a time: it holds the Lease NAME-watch while it runs. A second
 watch of the same cluster stands by and takes over when the first stops (at once after SIGTERM,
 within 15s after a SIGKILL). While a watch supervises a cluster, switchover, failover, resume and

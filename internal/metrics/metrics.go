@@ -38,6 +38,7 @@ type Recorder struct {
 	backupConfigured, backupRunning, backupLastSuccess, backupLastFailure         *prometheus.GaugeVec
 	backupDuration, backupStored, backupRead                                      *prometheus.GaugeVec
 	backupFailures                                                                *prometheus.CounterVec
+	backupScheduleNext, backupScheduleMissed                                      *prometheus.GaugeVec
 	failovers, switchovers, refused, checks, checkErrors                          *prometheus.CounterVec
 	opDuration, decision, checkDuration                                           *prometheus.HistogramVec
 
@@ -108,6 +109,8 @@ func New() *Recorder {
 	m.backupStored = gauge("backup_last_stored_bytes", "Bytes the cluster's last successful backup stored in the bucket (compressed).", clusterLabels...)
 	m.backupRead = gauge("backup_last_read_bytes", "Bytes of data the cluster's last successful backup read from its source.", clusterLabels...)
 	m.backupFailures = counter("backup_failures_total", "Backups that failed, as this process saw them end (status.backup.lastFailure).", clusterLabels...)
+	m.backupScheduleNext = gauge("backup_schedule_next_timestamp_seconds", "When the next scheduled backup is due (Unix time; status.backup.schedule); absent without a kept schedule.", clusterLabels...)
+	m.backupScheduleMissed = gauge("backup_schedule_missed", "Schedule times no backup was taken for since the schedule was set (status.backup.schedule); absent without a kept schedule.", clusterLabels...)
 	m.opDuration = histogram("operation_duration_seconds", "Duration of finished operations, by type and result.",
 		[]float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}, "namespace", "cluster", "type", "result")
 	m.decision = histogram("failover_decision_seconds", "Time from the first failed check of the primary to the automatic failover decision.",
@@ -328,6 +331,13 @@ func (m *Recorder) backups(c *v1.MysqlCluster, seen map[string]bool) {
 		st = &v1.BackupStatus{}
 	}
 	m.backupRunning.WithLabelValues(l...).Set(b(st.Running != nil))
+	if rec := st.Schedule; rec != nil && c.Spec.Backup != nil && rec.Schedule == c.Spec.Backup.Schedule && rec.Next != nil {
+		m.backupScheduleNext.WithLabelValues(l...).Set(float64(rec.Next.Unix()))
+		m.backupScheduleMissed.WithLabelValues(l...).Set(float64(rec.Missed))
+	} else {
+		m.backupScheduleNext.DeleteLabelValues(l...)
+		m.backupScheduleMissed.DeleteLabelValues(l...)
+	}
 	m.backupFailures.WithLabelValues(l...).Add(0)
 	if last := st.Last; last != nil {
 		m.backupLastSuccess.WithLabelValues(l...).Set(float64(last.FinishedAt.Unix()))
@@ -359,7 +369,8 @@ func (m *Recorder) Forget(key client.ObjectKey) {
 	m.mu.Unlock()
 	match := prometheus.Labels{"namespace": key.Namespace, "cluster": key.Name}
 	for _, g := range []*prometheus.GaugeVec{m.supervised, m.available, m.healthy, m.degraded, m.haState, m.semiSyncRequired, m.instances, m.lastCheck,
-		m.backupConfigured, m.backupRunning, m.backupLastSuccess, m.backupLastFailure, m.backupDuration, m.backupStored, m.backupRead} {
+		m.backupConfigured, m.backupRunning, m.backupLastSuccess, m.backupLastFailure, m.backupDuration, m.backupStored, m.backupRead,
+		m.backupScheduleNext, m.backupScheduleMissed} {
 		g.DeletePartialMatch(match)
 	}
 	for _, c := range []*prometheus.CounterVec{m.failovers, m.switchovers, m.refused, m.backupFailures} {

@@ -53,8 +53,10 @@ func populated(t *testing.T) *Recorder {
 	c := cluster(v1.HAHealthy, v1.PhaseRunning,
 		record("failover-2", orchestrate.OperationFailover, "Succeeded", now, 3*time.Second),
 		record("switchover-1", orchestrate.OperationSwitchover, "Succeeded", now, time.Second))
-	c.Spec.Backup = &v1.BackupSpec{Bucket: "b"}
-	c.Status.Backup = &v1.BackupStatus{Running: &v1.BackupRun{ID: "b3"}, Last: backupRecord("b2", now, 8*time.Second), LastFailure: backupRecord("b1", now, time.Second)}
+	c.Spec.Backup = &v1.BackupSpec{Bucket: "b", Schedule: "@daily"}
+	next := metav1.NewTime(now.Add(time.Hour))
+	c.Status.Backup = &v1.BackupStatus{Running: &v1.BackupRun{ID: "b3"}, Last: backupRecord("b2", now, 8*time.Second), LastFailure: backupRecord("b1", now, time.Second),
+		Schedule: &v1.BackupScheduleStatus{Schedule: "@daily", Next: &next, Missed: 1}}
 	m.Cluster(c)
 	m.Supervising(key, true)
 	m.Checked(key, failover.Check{Reachable: false, Refused: true}, time.Millisecond)
@@ -112,6 +114,26 @@ func TestBackupMetrics(t *testing.T) {
 		if got := value(t, g); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+	if n := testutil.CollectAndCount(m.backupScheduleNext) + testutil.CollectAndCount(m.backupScheduleMissed); n != 0 {
+		t.Errorf("%d schedule series without a schedule", n)
+	}
+	// A kept schedule: its next time and missed count; one the status keeps for another
+	// schedule (the spec changed, no watch recorded it yet) has none.
+	next := metav1.NewTime(done.Add(time.Hour))
+	c.Spec.Backup.Schedule = "@hourly"
+	c.Status.Backup.Schedule = &v1.BackupScheduleStatus{Schedule: "@hourly", Next: &next, Missed: 3}
+	m.Cluster(c)
+	if got := value(t, m.backupScheduleNext.WithLabelValues(l...)); got != float64(next.Unix()) {
+		t.Errorf("schedule next = %v, want %v", got, next.Unix())
+	}
+	if got := value(t, m.backupScheduleMissed.WithLabelValues(l...)); got != 3 {
+		t.Errorf("schedule missed = %v, want 3", got)
+	}
+	c.Spec.Backup.Schedule = "@daily"
+	m.Cluster(c)
+	if n := testutil.CollectAndCount(m.backupScheduleNext) + testutil.CollectAndCount(m.backupScheduleMissed); n != 0 {
+		t.Errorf("%d schedule series for a schedule not kept yet", n)
 	}
 	c.Status.Backup.LastFailure = backupRecord("b4", done.Add(time.Minute), time.Second)
 	c.Status.Backup.Running = nil

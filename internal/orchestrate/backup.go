@@ -52,6 +52,9 @@ type BackupOptions struct {
 	Source string
 	// Progress, when set, is told every stage the backup enters and every change of its message.
 	Progress func(run v1.BackupRun)
+	// ID, when set, is the backup in progress to take to its end: none is begun, and when it
+	// is no longer the one running, its record is returned (or why there is none).
+	ID string
 }
 
 // backupStep is one stage of a backup: it returns the next stage ("" ends the backup) and the
@@ -69,18 +72,15 @@ var backupSteps = map[string]backupStep{
 // and returns its record once it completed. A failed backup is recorded in
 // status.backup.lastFailure and returned as the error.
 func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOptions) (*v1.BackupRecord, error) {
-	var mine string
+	mine := opts.ID
 	reported := ""
 	for {
 		c := &v1.MysqlCluster{}
 		if err := r.Kube.Get(ctx, key, c); err != nil {
 			return nil, err
 		}
-		if c.Spec.Backup == nil {
-			return nil, catalog.NoBackupSpec(c)
-		}
-		if specs.Flavor(c) != v1.FlavorMariaDB {
-			return nil, fmt.Errorf("%w: cluster %s runs %s: backups take MariaDB's mariadb-backup, and MySQL's (XtraBackup) is not built yet", outcome.ErrInvalid, c.Name, specs.Flavor(c))
+		if err := backupRefused(c); err != nil {
+			return nil, err
 		}
 		st := c.Status.Backup
 		if st == nil || st.Running == nil {
@@ -99,6 +99,9 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 			continue
 		}
 		run := st.Running
+		if opts.ID != "" && run.ID != opts.ID {
+			return finishedBackup(st, opts.ID)
+		}
 		mine = run.ID
 		if opts.Progress != nil && run.Stage+run.Message != reported {
 			opts.Progress(*run)
@@ -110,20 +113,72 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 	}
 }
 
+// backupRefused says why no backup of the cluster can be taken at all (nil when one can).
+func backupRefused(c *v1.MysqlCluster) error {
+	if c.Spec.Backup == nil {
+		return catalog.NoBackupSpec(c)
+	}
+	if specs.Flavor(c) != v1.FlavorMariaDB {
+		return fmt.Errorf("%w: cluster %s runs %s: backups take MariaDB's mariadb-backup, and MySQL's (XtraBackup) is not built yet", outcome.ErrInvalid, c.Name, specs.Flavor(c))
+	}
+	return nil
+}
+
+// MarkScheduleMissed records n schedule times missed, the last of them at last, and why.
+func MarkScheduleMissed(rec *v1.BackupScheduleStatus, n int, last time.Time, why string) {
+	lm := metav1.NewTime(last)
+	rec.Missed += int32(n)
+	rec.LastMissed, rec.LastMissedReason = &lm, why
+}
+
 // beginBackup records a new backup at its first stage.
 func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+	run, err := r.newBackupRun(c)
+	if err != nil {
+		return "", err
+	}
+	c.Status.Backup.Running = run
+	return run.ID, r.Kube.Status().Update(ctx, c)
+}
+
+// newBackupRun is a new backup at its first stage (status.backup made when absent).
+func (r *Runner) newBackupRun(c *v1.MysqlCluster) (*v1.BackupRun, error) {
 	now := r.Clock()
 	// A random suffix: two actors' clocks may name the same second.
 	suffix, err := specs.RandomPassword(6)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	id := backup.NewID(now, strings.ToLower(suffix))
 	if c.Status.Backup == nil {
 		c.Status.Backup = &v1.BackupStatus{}
 	}
-	c.Status.Backup.Running = &v1.BackupRun{ID: id, Stage: StageBackupChoosingSource, Holder: r.Holder, StartedAt: metav1.NewTime(now), Job: specs.BackupJobName(c, id)}
-	return id, r.Kube.Status().Update(ctx, c)
+	return &v1.BackupRun{ID: id, Stage: StageBackupChoosingSource, Holder: r.Holder, StartedAt: metav1.NewTime(now), Job: specs.BackupJobName(c, id)}, nil
+}
+
+// BeginScheduledBackup records a new backup taken for the schedule time due, in the same status
+// write as the schedule's record (mark): a run killed after it never takes a second backup for
+// that time, and of two actors only one begins it (the other's write conflicts). It returns
+// the backup's ID; Backup then takes it.
+func (r *Runner) BeginScheduledBackup(ctx context.Context, c *v1.MysqlCluster, due time.Time, mark func(*v1.BackupScheduleStatus)) (string, error) {
+	if err := backupRefused(c); err != nil {
+		return "", err
+	}
+	if c.Status.Backup == nil || c.Status.Backup.Schedule == nil {
+		return "", fmt.Errorf("%w: no schedule recorded in status.backup.schedule", outcome.ErrHeld)
+	}
+	if c.Status.Backup.Running != nil {
+		return "", fmt.Errorf("%w: backup %s is running", outcome.ErrHeld, c.Status.Backup.Running.ID)
+	}
+	run, err := r.newBackupRun(c)
+	if err != nil {
+		return "", err
+	}
+	at := metav1.NewTime(due)
+	run.ScheduledFor = &at
+	c.Status.Backup.Running = run
+	mark(c.Status.Backup.Schedule)
+	return run.ID, r.Kube.Status().Update(ctx, c)
 }
 
 // backupStep runs the recorded stage once and records what it did; a conflicting write is
@@ -149,10 +204,17 @@ func (r *Runner) backupStep(ctx context.Context, c *v1.MysqlCluster, run *v1.Bac
 		return r.wait(ctx)
 	case err != nil && run.Stage == StageBackupChoosingSource && (errors.Is(err, outcome.ErrInvalid) || errors.Is(err, outcome.ErrUnsafe)):
 		// Refused before anything was done: withdrawn, not a failed backup (no lastFailure,
-		// no alert).
+		// no alert). A scheduled one's time is missed, said in the same write.
 		c.Status.Backup.Running = nil
+		rec := c.Status.Backup.Schedule
+		if run.ScheduledFor != nil && rec != nil {
+			MarkScheduleMissed(rec, 1, run.ScheduledFor.Time, "the backup for it was refused: "+err.Error())
+		}
 		if uerr := r.Kube.Status().Update(ctx, c); uerr != nil {
 			return errors.Join(err, uerr)
+		}
+		if run.ScheduledFor != nil && rec != nil {
+			r.Event(ctx, c, true, "BackupScheduleMissed", fmt.Sprintf("no backup for the schedule time %s: backup %s was refused: %v", run.ScheduledFor.UTC().Format(time.RFC3339), run.ID, err))
 		}
 		return fmt.Errorf("backup of %s refused: %w", c.Name, err)
 	case err != nil:
@@ -198,7 +260,7 @@ func (r *Runner) recordBackupFailure(ctx context.Context, c *v1.MysqlCluster, ru
 		return err
 	}
 	c.Status.Backup.LastFailure = &v1.BackupRecord{ID: run.ID, Source: run.Source, StartedAt: run.StartedAt,
-		FinishedAt: metav1.NewTime(r.Clock()), Message: why}
+		FinishedAt: metav1.NewTime(r.Clock()), Message: why, ScheduledFor: run.ScheduledFor}
 	c.Status.Backup.Running = nil
 	if err := r.Kube.Status().Update(ctx, c); err != nil {
 		return err
@@ -268,11 +330,22 @@ func (r *Runner) WaitBackupStopped(ctx context.Context, key client.ObjectKey, id
 // upload stays in the bucket until the bucket's lifecycle rule or objectstore.AbortIncomplete
 // removes it) and the backup recorded as failed, aborted by a person.
 func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string, error) {
+	return r.abortBackup(ctx, key, "", "aborted by "+r.Holder)
+}
+
+// AbortStuckBackup aborts the backup id, still running, as AbortBackup does, recording why.
+func (r *Runner) AbortStuckBackup(ctx context.Context, key client.ObjectKey, id, why string) error {
+	_, err := r.abortBackup(ctx, key, id, why)
+	return err
+}
+
+// abortBackup aborts the running backup (only when it is id, if given) and records why.
+func (r *Runner) abortBackup(ctx context.Context, key client.ObjectKey, id, why string) (string, error) {
 	c := &v1.MysqlCluster{}
 	if err := r.Kube.Get(ctx, key, c); err != nil {
 		return "", err
 	}
-	if c.Status.Backup == nil || c.Status.Backup.Running == nil {
+	if c.Status.Backup == nil || c.Status.Backup.Running == nil || id != "" && c.Status.Backup.Running.ID != id {
 		return "", fmt.Errorf("%w: cluster %s has no backup in progress", outcome.ErrInvalid, c.Name)
 	}
 	run := c.Status.Backup.Running
@@ -285,10 +358,10 @@ func (r *Runner) AbortBackup(ctx context.Context, key client.ObjectKey) (string,
 		// here would leave a complete backup recorded as aborted.
 		return "", fmt.Errorf("%w: backup %s of %s has finished copying (its Job %s completed): 'backup create %s' records it", outcome.ErrInvalid, run.ID, c.Name, run.Job, c.Name)
 	}
-	if err := r.recordBackupFailure(ctx, c, run, "aborted by "+r.Holder); err != nil {
+	if err := r.recordBackupFailure(ctx, c, run, why); err != nil {
 		return "", err
 	}
-	r.Event(ctx, c, true, "BackupAborted", fmt.Sprintf("backup %s aborted at stage %s by %s", run.ID, run.Stage, r.Holder))
+	r.Event(ctx, c, true, "BackupAborted", fmt.Sprintf("backup %s aborted at stage %s: %s", run.ID, run.Stage, why))
 	return run.ID, nil
 }
 
@@ -466,7 +539,7 @@ func (r *Runner) bkCopying(ctx context.Context, c *v1.MysqlCluster, run *v1.Back
 			return "", nil, fmt.Errorf("%w: %s was quarantined while it was copied: its data is not the cluster's, and the copy is not recorded as a backup (its manifest is in the bucket: 'backup delete %s %s' removes it)", outcome.ErrUnsafe, run.Source, c.Name, m.ID)
 		}
 		rec := &v1.BackupRecord{ID: run.ID, Source: run.Source, GTIDPosition: m.GTIDPosition, StartedAt: run.StartedAt,
-			FinishedAt: metav1.NewTime(r.Clock()), RawBytes: raw}
+			FinishedAt: metav1.NewTime(r.Clock()), RawBytes: raw, ScheduledFor: run.ScheduledFor}
 		for _, o := range m.Objects {
 			rec.StoredBytes += o.Size
 		}

@@ -201,6 +201,10 @@ type watcher struct {
 	resumeFailed map[string]time.Time
 	// lastErr is the last error reported, so that a persistent error is printed once.
 	lastErr string
+	// scheduleErr is what the backup schedule last reported failing (reported once), and
+	// scheduleFails how many of its turns failed in a row (its backoff).
+	scheduleErr   string
+	scheduleFails int
 	// repairRefused is the configuration refusal the repairer last reported (see repairOnce).
 	repairRefused string
 	// reseedRefused is why the repairer last found a quarantined former primary's tail not
@@ -333,6 +337,9 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	// those that stop answering (see trackAbsence): it always runs.
 	repairs.Add(1)
 	go func() { defer repairs.Done(); w.observeLoop(ctx) }()
+	// The backup schedule (spec.backup.schedule), kept by the supervisor of the cluster.
+	repairs.Add(1)
+	go func() { defer repairs.Done(); w.scheduleLoop(ctx) }()
 	defer repairs.Wait()
 	for ctx.Err() == nil {
 		began := w.s.Runner.Clock()

@@ -1,0 +1,271 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/outcome"
+)
+
+// What a turn of the backup schedule does (schedulePlan.action).
+const (
+	schedWait     = ""         // nothing is due: wait
+	schedStart    = "start"    // begin keeping a new schedule: record when
+	schedServed   = "served"   // a backup begun at or after the time due serves it: record it
+	schedBegin    = "begin"    // take a backup for the time due
+	schedContinue = "continue" // a scheduled backup is under way: take it on
+)
+
+// scheduleIdle is the longest a schedule turn waits: a changed spec is seen within it.
+const scheduleIdle = 30 * time.Second
+
+// schedulePlan is what the backup schedule asks of a turn.
+type schedulePlan struct {
+	action     string
+	due        time.Time // the schedule time due (begin, served)
+	missed     int       // schedule times before due that passed unserved
+	lastMissed time.Time // the last of them
+	wait       time.Duration
+}
+
+// planSchedule decides a turn of the backup schedule s (spec.backup.schedule expr) from the
+// cluster's status at now. A scheduled backup under way is taken on (its actor may be gone). A
+// time due waits for a bootstrap; it takes a backup of `backup create` under way on (its laptop
+// may be gone: left alone, it would hold the schedule for good) and is served by a backup begun
+// at or after it; else a backup is taken for it.
+func planSchedule(c *v1.MysqlCluster, s backup.Schedule, expr string, now time.Time) schedulePlan {
+	st := c.Status.Backup
+	if st == nil {
+		st = &v1.BackupStatus{}
+	}
+	if st.Running != nil && st.Running.ScheduledFor != nil {
+		return schedulePlan{action: schedContinue}
+	}
+	rec := st.Schedule
+	if rec == nil || rec.Schedule != expr {
+		return schedulePlan{action: schedStart}
+	}
+	after := rec.Since.Time
+	if rec.LastScheduleTime != nil {
+		after = rec.LastScheduleTime.Time
+	}
+	due, lastMissed, missed := s.Due(after, now)
+	switch {
+	case due.IsZero():
+		return schedulePlan{action: schedWait, wait: min(max(s.Next(after).Sub(now), time.Second), scheduleIdle)}
+	case c.Status.CurrentPrimary == "":
+		return schedulePlan{action: schedWait, wait: 5 * time.Second}
+	case st.Running != nil:
+		return schedulePlan{action: schedContinue}
+	case st.Last != nil && !st.Last.StartedAt.Time.Before(due):
+		return schedulePlan{action: schedServed, due: due, missed: missed, lastMissed: lastMissed}
+	}
+	return schedulePlan{action: schedBegin, due: due, missed: missed, lastMissed: lastMissed}
+}
+
+// markServed records the time due as served, and the times before it as missed.
+func markServed(rec *v1.BackupScheduleStatus, s backup.Schedule, p schedulePlan) {
+	at, next := metav1.NewTime(p.due), metav1.NewTime(s.Next(p.due))
+	rec.LastScheduleTime, rec.Next = &at, &next
+	if p.missed > 0 {
+		orchestrate.MarkScheduleMissed(rec, p.missed, p.lastMissed, "it passed while a backup ran, while the cluster was paused or not bootstrapped, or while no watch supervised it")
+	}
+}
+
+// scheduleLoop keeps the cluster's backup schedule while this watch supervises it.
+func (w *watcher) scheduleLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		if orchestrate.SleepCtx(ctx, w.scheduleTurn(ctx)) != nil {
+			return
+		}
+	}
+}
+
+// scheduleTurn carries out one turn of the backup schedule and says how long to wait for the
+// next. A backup it takes runs to its end within the turn. A turn that fails waits longer each
+// time (up to scheduleBackoffMax), so that nothing repeats in a tight loop.
+func (w *watcher) scheduleTurn(ctx context.Context) time.Duration {
+	r := w.s.Runner
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, w.key, c); err != nil || c.Spec.Paused || c.Spec.Backup == nil {
+		return scheduleIdle
+	}
+	expr := c.Spec.Backup.Schedule
+	if expr == "" {
+		if st := c.Status.Backup; st != nil && st.Running != nil && st.Running.ScheduledFor != nil {
+			// The schedule was removed while its backup ran: that backup still ends.
+			return w.takeScheduledBackup(ctx, c)
+		}
+		return scheduleIdle
+	}
+	s, err := backup.ParseSchedule(expr)
+	if err != nil {
+		return w.scheduleRefused(ctx, c, "BackupScheduleInvalid", "not keeping the backup schedule: "+err.Error())
+	}
+	now := r.Clock()
+	p := planSchedule(c, s, expr, now)
+	switch p.action {
+	case schedWait:
+		return p.wait
+	case schedContinue:
+		return w.takeScheduledBackup(ctx, c)
+	}
+	if err := w.supGuard("keep the backup schedule"); err != nil {
+		return scheduleIdle
+	}
+	switch p.action {
+	case schedStart:
+		return w.startSchedule(ctx, c, s, expr, now)
+	case schedServed:
+		markServed(c.Status.Backup.Schedule, s, p)
+		if err := r.Kube.Status().Update(ctx, c); err != nil {
+			return w.scheduleFailed("record the schedule time served", err)
+		}
+		w.reportMissed(ctx, c, p)
+		return 0
+	}
+	id, err := r.BeginScheduledBackup(ctx, c, p.due, func(rec *v1.BackupScheduleStatus) { markServed(rec, s, p) })
+	switch {
+	case errors.Is(err, outcome.ErrInvalid):
+		return w.scheduleRefused(ctx, c, "BackupScheduleRefused", "not keeping the backup schedule: "+err.Error())
+	case err != nil:
+		return w.scheduleFailed("begin the scheduled backup", err)
+	}
+	w.reportMissed(ctx, c, p)
+	msg := fmt.Sprintf("backup %s begins, for the schedule time %s (%s)", id, p.due.UTC().Format(time.RFC3339), expr)
+	w.report(Transition{Action: "backup", Reason: msg})
+	r.Event(ctx, c, false, "BackupScheduled", msg)
+	return w.takeScheduledBackup(ctx, c)
+}
+
+// scheduleBackoffMax bounds the wait after failed schedule turns.
+const scheduleBackoffMax = 5 * time.Minute
+
+// scheduleFailed reports a failed turn (once per message) and returns the growing wait.
+func (w *watcher) scheduleFailed(what string, err error) time.Duration {
+	if apierrors.IsConflict(err) || errors.Is(err, outcome.ErrHeld) {
+		// Another writer came first: read again soon.
+		return time.Second
+	}
+	msg := what + ": " + err.Error()
+	if msg != w.scheduleErr {
+		w.scheduleErr = msg
+		w.report(Transition{Action: "backup", Reason: msg})
+	}
+	w.scheduleFails++
+	return min(time.Duration(1<<min(w.scheduleFails, 9))*time.Second, scheduleBackoffMax)
+}
+
+// scheduleRefused reports, once per message, why the schedule cannot be kept at all (an invalid
+// schedule, a flavor with no backups yet), also as a warning Event.
+func (w *watcher) scheduleRefused(ctx context.Context, c *v1.MysqlCluster, reason, msg string) time.Duration {
+	if msg != w.scheduleErr {
+		w.scheduleErr = msg
+		w.report(Transition{Action: "backup", Reason: msg})
+		w.s.Runner.Event(ctx, c, true, reason, msg)
+	}
+	return scheduleIdle
+}
+
+// startSchedule begins keeping a schedule new to the status: times from now on are due.
+func (w *watcher) startSchedule(ctx context.Context, c *v1.MysqlCluster, s backup.Schedule, expr string, now time.Time) time.Duration {
+	if c.Status.Backup == nil {
+		c.Status.Backup = &v1.BackupStatus{}
+	}
+	next := metav1.NewTime(s.Next(now))
+	c.Status.Backup.Schedule = &v1.BackupScheduleStatus{Schedule: expr, Since: metav1.NewTime(now), Next: &next}
+	if err := w.s.Runner.Kube.Status().Update(ctx, c); err != nil {
+		return w.scheduleFailed("record the backup schedule", err)
+	}
+	w.scheduleErr, w.scheduleFails = "", 0
+	w.report(Transition{Action: "backup", Reason: fmt.Sprintf("keeping the backup schedule %q: the next backup is due at %s", expr, next.UTC().Format(time.RFC3339))})
+	return 0
+}
+
+// reportMissed says which schedule times passed with no backup taken for them.
+func (w *watcher) reportMissed(ctx context.Context, c *v1.MysqlCluster, p schedulePlan) {
+	if p.missed == 0 {
+		return
+	}
+	msg := fmt.Sprintf("%d backup schedule time(s) before %s passed with no backup taken for them (a backup still ran, the cluster was paused or not bootstrapped, or no watch supervised it); one backup is taken for the latest", p.missed, p.due.UTC().Format(time.RFC3339))
+	w.report(Transition{Action: "backup", Reason: msg})
+	w.s.Runner.Event(ctx, c, true, "BackupScheduleMissed", msg)
+}
+
+// scheduledStartBound bounds how long a scheduled backup may wait before its copy starts (for a
+// replica to copy, the backup account, the Job's pod): one waiting longer is aborted, a failure
+// that alerts, rather than holding the schedule for good. The copy itself is not bounded.
+const scheduledStartBound = 15 * time.Minute
+
+// takeScheduledBackup takes the backup recorded in status.backup.running to its end (a
+// scheduled one begun by an earlier watch, or one of `backup create` holding up a time due) and
+// reports how it ended. A refused scheduled backup's time is recorded as missed with the
+// refusal by the backup itself; a failed one is in status.backup.lastFailure; a scheduled one
+// that waits past scheduledStartBound before its copy starts is aborted.
+func (w *watcher) takeScheduledBackup(ctx context.Context, c *v1.MysqlCluster) time.Duration {
+	r := w.s.Runner
+	run := *c.Status.Backup.Running
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var stuck error
+	var mu sync.Mutex
+	at := run // the stage it is at, as Backup reports it
+	progress := func(now v1.BackupRun) { mu.Lock(); at = now; mu.Unlock() }
+	if run.ScheduledFor != nil {
+		left := run.StartedAt.Add(scheduledStartBound).Sub(r.Clock())
+		if left <= 0 && run.Stage != orchestrate.StageBackupCopying {
+			// Found so (a watch that took it on late): aborted before another wait.
+			stuck = fmt.Errorf("it waited over %s for its copy to start, at stage %s: %s", scheduledStartBound, run.Stage, run.Message)
+			return w.abortStuck(ctx, run, stuck)
+		}
+		timer := time.AfterFunc(max(left, 0), func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if at.Stage != orchestrate.StageBackupCopying {
+				stuck = fmt.Errorf("it waited over %s for its copy to start, at stage %s: %s", scheduledStartBound, at.Stage, at.Message)
+				cancel(stuck)
+			}
+		})
+		defer timer.Stop()
+	}
+	rec, err := r.Backup(bctx, w.key, orchestrate.BackupOptions{ID: run.ID, Progress: progress})
+	stuckWhy := stuckErr(&mu, &stuck)
+	switch {
+	case ctx.Err() != nil:
+		// Lost the supervisor Lease or stopping: the next supervisor takes it on.
+		return 0
+	case err != nil && stuckWhy != nil:
+		return w.abortStuck(ctx, run, stuckWhy)
+	case err != nil:
+		return w.scheduleFailed("backup "+run.ID, err)
+	}
+	w.scheduleErr, w.scheduleFails = "", 0
+	w.report(Transition{Action: "backup", Reason: fmt.Sprintf("backup %s completed: %d bytes stored from %s, at GTID %s", rec.ID, rec.StoredBytes, rec.Source, rec.GTIDPosition)})
+	return 0
+}
+
+// abortStuck aborts a scheduled backup that waited too long before its copy started.
+func (w *watcher) abortStuck(ctx context.Context, run v1.BackupRun, stuck error) time.Duration {
+	why := "the scheduled backup was aborted: " + stuck.Error()
+	if err := w.s.Runner.AbortStuckBackup(ctx, w.key, run.ID, why); err != nil {
+		return w.scheduleFailed("abort backup "+run.ID, err)
+	}
+	w.report(Transition{Action: "backup", Reason: "backup " + run.ID + ": " + why})
+	return 0
+}
+
+// stuckErr reads, under mu, why the scheduled backup was found stuck (nil when it was not).
+func stuckErr(mu *sync.Mutex, stuck *error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	return *stuck
+}

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+)
+
+// TestWatchTakesScheduledBackups: `watch` keeps spec.backup.schedule (every minute here). It
+// records the schedule, then begins a backup for the first time due; killed (SIGKILL) while
+// that backup runs, a second watch takes the same backup to its end, for the same schedule
+// time, with no second backup for it. A `backup create` run while the next scheduled backup
+// runs never copies beside it (the bucket's manifests never overlap in time). `status` shows
+// the schedule; every backup the schedule began names a distinct schedule time.
+func TestWatchTakesScheduledBackups(t *testing.T) {
+	t.Parallel()
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const name = "bksched"
+	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("create: exit %d\n%s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, name)
+	s3 := testenv.StartS3T(t, testenv.S3Options{})
+	useBucket(t, ctx, name, s3)
+	updateSpec(t, ctx, name, func(s *v1.MysqlClusterSpec) { s.Backup.Schedule = "* * * * *" })
+
+	w := startWatch(t, nil, name)
+	w.supervising(t, ctx)
+	first := scheduledRunning(t, ctx, name, "")
+	// Killed while the backup runs: nothing stops the Job, and the next watch takes it on.
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+	st := getCluster(t, ctx, name).Status.Backup
+	killedMid := st != nil && st.Running != nil && st.Running.ID == first.ID
+	w2 := startWatch(t, nil, name)
+	c := waitBackupDone(t, ctx, name, first.ID)
+	if l := c.Status.Backup.Last; l.ScheduledFor == nil || !l.ScheduledFor.Equal(first.ScheduledFor) {
+		t.Errorf("the completed backup %+v: want it taken for the schedule time %s", l, first.ScheduledFor)
+	}
+	if killedMid {
+		eventually(t, ctx, "the second watch reports the backup it took on", func() error {
+			if w2.actions(t, "backup", first.ID+" completed") == 0 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	} else {
+		t.Logf("backup %s ended before the first watch was killed: the take-over is not exercised in this run", first.ID)
+	}
+
+	// The next scheduled backup, and a `backup create` meanwhile: it takes that backup on, or
+	// (when that one ended first) takes its own after it, never beside it.
+	next := scheduledRunning(t, ctx, name, first.ID)
+	res := mysqlctl(t, "backup", "create", name, "-o", "json")
+	var rec v1.BackupRecord
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &rec) != nil {
+		t.Fatalf("backup create during a scheduled backup: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if rec.ID != next.ID {
+		t.Logf("backup create took %s, after the scheduled %s had ended", rec.ID, next.ID)
+	}
+	noOverlap(t, name)
+
+	// Every backup the schedule began names its own schedule time.
+	events, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=BackupScheduled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := map[string]string{}
+	for _, e := range events.Items {
+		_, after, _ := strings.Cut(e.Message, "for the schedule time ")
+		at, _, _ := strings.Cut(after, " ")
+		if other, ok := times[at]; ok && other != e.Message {
+			t.Errorf("two backups for the schedule time %s: %q and %q", at, other, e.Message)
+		}
+		times[at] = e.Message
+	}
+	if len(times) < 2 {
+		t.Errorf("BackupScheduled events for %d schedule times, want at least 2: %v", len(times), times)
+	}
+	if res := mysqlctl(t, "status", name); res.code != 0 || !strings.Contains(res.stdout, `schedule "* * * * *", `) {
+		t.Errorf("status: exit %d, want the schedule and its next time:\n%s", res.code, res.stdout)
+	}
+	if code, _ := w2.stop(t); code != 0 {
+		t.Errorf("watch exited %d", code)
+	}
+}
+
+// noOverlap checks, from the bucket, that no two of the cluster's backups copied at once.
+func noOverlap(t *testing.T, name string) {
+	t.Helper()
+	res := mysqlctl(t, "backup", "list", name, "-o", "json")
+	var list struct {
+		Backups []backup.Manifest `json:"backups"`
+	}
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &list) != nil {
+		t.Fatalf("backup list: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	ms := list.Backups
+	sort.Slice(ms, func(i, j int) bool { return ms[i].StartedAt.Before(ms[j].StartedAt) })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].StartedAt.Before(ms[i-1].FinishedAt) {
+			t.Errorf("backups %s (%s to %s) and %s (from %s) copied at once", ms[i-1].ID, ms[i-1].StartedAt, ms[i-1].FinishedAt, ms[i].ID, ms[i].StartedAt)
+		}
+	}
+	if len(ms) < 2 {
+		t.Errorf("the bucket lists %d backups, want at least 2", len(ms))
+	}
+}
+
+// scheduledRunning waits for a scheduled backup other than notID to run, and returns it.
+func scheduledRunning(t *testing.T, ctx context.Context, name, notID string) v1.BackupRun {
+	t.Helper()
+	var run v1.BackupRun
+	eventually(t, ctx, "a scheduled backup running", func() error {
+		c := getCluster(t, ctx, name)
+		if st := c.Status.Backup; st != nil && st.Running != nil && st.Running.ScheduledFor != nil && st.Running.ID != notID {
+			run = *st.Running
+			return nil
+		}
+		return fmt.Errorf("status.backup %+v", c.Status.Backup)
+	})
+	return run
+}
+
+// waitBackupDone waits until the backup id is the cluster's last completed one.
+func waitBackupDone(t *testing.T, ctx context.Context, name, id string) *v1.MysqlCluster {
+	t.Helper()
+	var c *v1.MysqlCluster
+	eventually(t, ctx, "backup "+id+" completed", func() error {
+		c = getCluster(t, ctx, name)
+		st := c.Status.Backup
+		switch {
+		case st != nil && st.Last != nil && st.Last.ID == id:
+			return nil
+		case st != nil && st.LastFailure != nil && st.LastFailure.ID == id:
+			t.Fatalf("backup %s failed: %s", id, st.LastFailure.Message)
+		}
+		return errors.New("not yet")
+	})
+	return c
+}
