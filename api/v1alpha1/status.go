@@ -282,6 +282,10 @@ type BackupRun struct {
 	// The schedule time it is taken for (spec.backup.schedule); absent for `backup create`.
 	// +optional
 	ScheduledFor *metav1.Time `json:"scheduledFor,omitempty"`
+	// The source asked for when it began (replica, primary or a pod's name): every actor that
+	// takes it on chooses by it, never by its own.
+	// +optional
+	SourceRequest string `json:"sourceRequest,omitempty"`
 }
 
 // BackupRecord is a finished backup.

@@ -87,7 +87,7 @@ func (r *Runner) Backup(ctx context.Context, key client.ObjectKey, opts BackupOp
 			if mine != "" {
 				return finishedBackup(st, mine)
 			}
-			id, err := r.beginBackup(ctx, c)
+			id, err := r.beginBackup(ctx, c, opts.Source)
 			switch {
 			case apierrors.IsConflict(err):
 				// Another writer came first (maybe another backup): read again.
@@ -132,10 +132,13 @@ func MarkScheduleMissed(rec *v1.BackupScheduleStatus, n int, last time.Time, why
 }
 
 // beginBackup records a new backup at its first stage.
-func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster) (string, error) {
+func (r *Runner) beginBackup(ctx context.Context, c *v1.MysqlCluster, source string) (string, error) {
 	run, err := r.newBackupRun(c)
 	if err != nil {
 		return "", err
+	}
+	if source != "" {
+		run.SourceRequest = source
 	}
 	c.Status.Backup.Running = run
 	return run.ID, r.Kube.Status().Update(ctx, c)
@@ -153,7 +156,8 @@ func (r *Runner) newBackupRun(c *v1.MysqlCluster) (*v1.BackupRun, error) {
 	if c.Status.Backup == nil {
 		c.Status.Backup = &v1.BackupStatus{}
 	}
-	return &v1.BackupRun{ID: id, Stage: StageBackupChoosingSource, Holder: r.Holder, StartedAt: metav1.NewTime(now), Job: specs.BackupJobName(c, id)}, nil
+	return &v1.BackupRun{ID: id, Stage: StageBackupChoosingSource, Holder: r.Holder, StartedAt: metav1.NewTime(now), Job: specs.BackupJobName(c, id),
+		SourceRequest: BackupSourceReplica}, nil
 }
 
 // BeginScheduledBackup records a new backup taken for the schedule time due, in the same status
@@ -353,6 +357,16 @@ func (r *Runner) abortBackup(ctx context.Context, key client.ObjectKey, id, why 
 	if err != nil {
 		return "", err
 	}
+	if id != "" {
+		// A stuck backup's abort: one whose copy started meanwhile is not stuck.
+		started, err := r.copyStarted(ctx, c, run)
+		if err != nil {
+			return "", err
+		}
+		if started {
+			return "", fmt.Errorf("%w: the copy of backup %s has started", outcome.ErrHeld, run.ID)
+		}
+	}
 	if done {
 		// Its manifest is in the bucket: a backup, whatever the status says. Discarding it
 		// here would leave a complete backup recorded as aborted.
@@ -363,6 +377,44 @@ func (r *Runner) abortBackup(ctx context.Context, key client.ObjectKey, id, why 
 	}
 	r.Event(ctx, c, true, "BackupAborted", fmt.Sprintf("backup %s aborted at stage %s: %s", run.ID, run.Stage, why))
 	return run.ID, nil
+}
+
+// BackupCopyStarted reports whether the running backup id's copy has started (its Job's pod
+// runs or ran the copying container); false once id is no longer running.
+func (r *Runner) BackupCopyStarted(ctx context.Context, key client.ObjectKey, id string) (bool, error) {
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, key, c); err != nil {
+		return false, err
+	}
+	if c.Status.Backup == nil || c.Status.Backup.Running == nil || c.Status.Backup.Running.ID != id {
+		return false, nil
+	}
+	return r.copyStarted(ctx, c, c.Status.Backup.Running)
+}
+
+// copyStarted reports whether the backup's copying container has started (or ran).
+func (r *Runner) copyStarted(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) (bool, error) {
+	if run.Job == "" {
+		return false, nil
+	}
+	job := &batchv1.Job{}
+	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	pod, err := r.jobPod(ctx, c, job)
+	if err != nil || pod == nil {
+		return false, err
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == specs.BackupComponent && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // copyFinished reports whether the backup's Job finished its copy: the Job complete, or its
@@ -411,7 +463,11 @@ func (r *Runner) bkChoosingSource(ctx context.Context, c *v1.MysqlCluster, run *
 	if err != nil {
 		return "", nil, err
 	}
-	name, reason, err := chooseBackupSource(c, pods, opts.Source)
+	asked := run.SourceRequest
+	if asked == "" {
+		asked = opts.Source // recorded by an earlier version
+	}
+	name, reason, err := chooseBackupSource(c, pods, asked)
 	if err != nil {
 		return "", nil, err
 	}

@@ -201,50 +201,69 @@ func (w *watcher) reportMissed(ctx context.Context, c *v1.MysqlCluster, p schedu
 	w.s.Runner.Event(ctx, c, true, "BackupScheduleMissed", msg)
 }
 
-// scheduledStartBound bounds how long a scheduled backup may wait before its copy starts (for a
-// replica to copy, the backup account, the Job's pod): one waiting longer is aborted, a failure
-// that alerts, rather than holding the schedule for good. The copy itself is not bounded.
-const scheduledStartBound = 15 * time.Minute
+// scheduledStartBound bounds how long a backup the watch takes (a scheduled one, or one of
+// `backup create` it took on) may wait before its copy starts (for a replica to copy, the
+// backup account, the Job's pod to run): one waiting longer is aborted, a failure that alerts,
+// rather than holding the schedule for good. The copy itself is not bounded.
+var scheduledStartBound = 15 * time.Minute
+
+// copyWatchEvery is how often a backup the watch takes is checked against scheduledStartBound.
+var copyWatchEvery = 10 * time.Second
 
 // takeScheduledBackup takes the backup recorded in status.backup.running to its end (a
 // scheduled one begun by an earlier watch, or one of `backup create` holding up a time due) and
 // reports how it ended. A refused scheduled backup's time is recorded as missed with the
-// refusal by the backup itself; a failed one is in status.backup.lastFailure; a scheduled one
-// that waits past scheduledStartBound before its copy starts is aborted.
+// refusal by the backup itself; a failed one is in status.backup.lastFailure; one whose copy
+// has not started scheduledStartBound after it began is aborted.
 func (w *watcher) takeScheduledBackup(ctx context.Context, c *v1.MysqlCluster) time.Duration {
 	r := w.s.Runner
 	run := *c.Status.Backup.Running
-	bctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var stuck error
 	var mu sync.Mutex
 	at := run // the stage it is at, as Backup reports it
 	progress := func(now v1.BackupRun) { mu.Lock(); at = now; mu.Unlock() }
-	if run.ScheduledFor != nil {
-		left := run.StartedAt.Add(scheduledStartBound).Sub(r.Clock())
-		if left <= 0 && run.Stage != orchestrate.StageBackupCopying {
-			// Found so (a watch that took it on late): aborted before another wait.
-			stuck = fmt.Errorf("it waited over %s for its copy to start, at stage %s: %s", scheduledStartBound, run.Stage, run.Message)
-			return w.abortStuck(ctx, run, stuck)
+	stuck := func() error {
+		if r.Clock().Sub(run.StartedAt.Time) < scheduledStartBound {
+			return nil
 		}
-		timer := time.AfterFunc(max(left, 0), func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if at.Stage != orchestrate.StageBackupCopying {
-				stuck = fmt.Errorf("it waited over %s for its copy to start, at stage %s: %s", scheduledStartBound, at.Stage, at.Message)
-				cancel(stuck)
-			}
-		})
-		defer timer.Stop()
+		if started, err := r.BackupCopyStarted(ctx, w.key, run.ID); err != nil || started {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Errorf("its copy had not started %s after it began (stage %s: %s)", scheduledStartBound, at.Stage, at.Message)
 	}
+	if why := stuck(); why != nil {
+		// Found so (a watch that took it on late): aborted before another wait.
+		return w.abortStuck(ctx, run, why)
+	}
+	bctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTicker(copyWatchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-t.C:
+			}
+			if why := stuck(); why != nil {
+				cancel(why)
+				return
+			}
+		}
+	}()
 	rec, err := r.Backup(bctx, w.key, orchestrate.BackupOptions{ID: run.ID, Progress: progress})
-	stuckWhy := stuckErr(&mu, &stuck)
-	switch {
+	cancel(nil)
+	<-watched
+	switch cause := context.Cause(bctx); {
 	case ctx.Err() != nil:
 		// Lost the supervisor Lease or stopping: the next supervisor takes it on.
 		return 0
-	case err != nil && stuckWhy != nil:
-		return w.abortStuck(ctx, run, stuckWhy)
+	case err != nil && cause != nil && !errors.Is(cause, context.Canceled):
+		return w.abortStuck(ctx, run, cause)
 	case err != nil:
 		return w.scheduleFailed("backup "+run.ID, err)
 	}
@@ -253,19 +272,21 @@ func (w *watcher) takeScheduledBackup(ctx context.Context, c *v1.MysqlCluster) t
 	return 0
 }
 
-// abortStuck aborts a scheduled backup that waited too long before its copy started.
+// abortStuck aborts a backup whose copy did not start in time (refused by the abort when it
+// started meanwhile), once this watch still holds the cluster, and waits for its pods to go.
 func (w *watcher) abortStuck(ctx context.Context, run v1.BackupRun, stuck error) time.Duration {
-	why := "the scheduled backup was aborted: " + stuck.Error()
+	if err := w.supGuard("abort backup " + run.ID); err != nil {
+		return scheduleIdle
+	}
+	why := "aborted by the watch that took it: " + stuck.Error()
 	if err := w.s.Runner.AbortStuckBackup(ctx, w.key, run.ID, why); err != nil {
 		return w.scheduleFailed("abort backup "+run.ID, err)
 	}
-	w.report(Transition{Action: "backup", Reason: "backup " + run.ID + ": " + why})
+	w.report(Transition{Action: "backup", Reason: "backup " + run.ID + " " + why})
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := w.s.Runner.WaitBackupStopped(wctx, w.key, run.ID); err != nil {
+		return w.scheduleFailed("wait for the aborted backup "+run.ID+" to stop", err)
+	}
 	return 0
-}
-
-// stuckErr reads, under mu, why the scheduled backup was found stuck (nil when it was not).
-func stuckErr(mu *sync.Mutex, stuck *error) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return *stuck
 }

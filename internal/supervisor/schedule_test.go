@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -135,15 +137,71 @@ func TestScheduleKeptOnceEach(t *testing.T) {
 	move(20 * time.Minute)
 	w.scheduleTurn(ctx)
 	st = read().Status.Backup
-	if st.Running != nil || st.LastFailure == nil || st.LastFailure.ID != ida || !strings.Contains(st.LastFailure.Message, "waited over 15m0s") ||
+	if st.Running != nil || st.LastFailure == nil || st.LastFailure.ID != ida || !strings.Contains(st.LastFailure.Message, "had not started 15m0s after it began (stage StartingJob") ||
 		st.LastFailure.ScheduledFor == nil {
 		t.Fatalf("a scheduled backup stuck before its copy: running %+v, last failure %+v; want it aborted with why", st.Running, st.LastFailure)
 	}
+
+	// A backup taken on while it waits (the primary it was asked for is not ready): the watch
+	// chooses by the source recorded, not by its own default, and aborts it once the bound
+	// passes with its copy not started, while Backup waits.
+	defer func(every time.Duration) { copyWatchEvery = every }(copyWatchEvery)
+	copyWatchEvery = 50 * time.Millisecond
+	primary := &corev1.Pod{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "sched-0"}, primary); err != nil {
+		t.Fatal(err)
+	}
+	primary.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if err := kube.Status().Update(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	cl = read()
+	due := metav1.NewTime(hour(13))
+	cl.Status.Backup.Running = &v1.BackupRun{ID: "20261207T133000Z-waits", Stage: orchestrate.StageBackupChoosingSource, Holder: "a-laptop",
+		StartedAt: metav1.NewTime(now()), ScheduledFor: &due, SourceRequest: orchestrate.BackupSourcePrimary, Job: "sched-backup-waits"}
+	if err := kube.Status().Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); w.scheduleTurn(ctx) }()
+	eventually(t, ctx, "the backup waiting for the primary", func() error {
+		if run := read().Status.Backup.Running; run == nil || !strings.Contains(run.Message, `the primary "sched-0" is not ready`) {
+			return fmt.Errorf("running %+v", run)
+		}
+		return nil
+	})
+	move(16 * time.Minute)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting backup was not aborted once its bound passed")
+	}
+	st = read().Status.Backup
+	if st.Running != nil || st.LastFailure == nil || st.LastFailure.ID != "20261207T133000Z-waits" || !strings.Contains(st.LastFailure.Message, "had not started 15m0s after it began (stage ChoosingSource") {
+		t.Fatalf("a backup waiting past its bound: running %+v, last failure %+v", st.Running, st.LastFailure)
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, r := range reports {
 		if strings.Contains(r, "bucket-creds") && strings.Contains(r, "secret-access-key") {
 			t.Errorf("a report names the bucket's key: %q", r)
+		}
+	}
+}
+
+// eventually retries f every 50 ms until it returns nil, failing the test when ctx ends first.
+func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
+	t.Helper()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
