@@ -394,33 +394,23 @@ func (r *Runner) BackupCopyStarted(ctx context.Context, key client.ObjectKey, id
 
 // copyStarted reports whether the backup's copying container has started (or ran).
 func (r *Runner) copyStarted(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) (bool, error) {
-	if run.Job == "" {
-		return false, nil
-	}
-	job := &batchv1.Job{}
-	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: run.Job}, job)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	pod, err := r.jobPod(ctx, c, job)
-	if err != nil || pod == nil {
-		return false, err
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == specs.BackupComponent && (cs.State.Running != nil || cs.State.Terminated != nil) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return r.copyState(ctx, c, run, func(job *batchv1.Job, st corev1.ContainerState) bool {
+		return jobCondition(job, batchv1.JobComplete) || st.Running != nil || st.Terminated != nil
+	})
 }
 
 // copyFinished reports whether the backup's Job finished its copy: the Job complete, or its
 // copying container exited 0 (before the Job controller says so). At any stage: an actor killed
 // after creating the Job, before recording it, leaves it running at StartingJob.
 func (r *Runner) copyFinished(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun) (bool, error) {
+	return r.copyState(ctx, c, run, func(job *batchv1.Job, st corev1.ContainerState) bool {
+		return jobCondition(job, batchv1.JobComplete) || st.Terminated != nil && st.Terminated.ExitCode == 0
+	})
+}
+
+// copyState reads the backup's Job and its copying container's state (zero without a pod) and
+// says what is asks of them; false without a Job.
+func (r *Runner) copyState(ctx context.Context, c *v1.MysqlCluster, run *v1.BackupRun, is func(*batchv1.Job, corev1.ContainerState) bool) (bool, error) {
 	if run.Job == "" {
 		return false, nil
 	}
@@ -431,19 +421,22 @@ func (r *Runner) copyFinished(ctx context.Context, c *v1.MysqlCluster, run *v1.B
 		return false, nil
 	case err != nil:
 		return false, err
-	case jobCondition(job, batchv1.JobComplete):
-		return true, nil
 	}
-	pod, err := r.jobPod(ctx, c, job)
-	if err != nil || pod == nil {
-		return false, err
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == specs.BackupComponent && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
-			return true, nil
+	var st corev1.ContainerState
+	if !jobCondition(job, batchv1.JobComplete) {
+		pod, err := r.jobPod(ctx, c, job)
+		if err != nil {
+			return false, err
+		}
+		if pod != nil {
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.Name == specs.BackupComponent {
+					st = cs.State
+				}
+			}
 		}
 	}
-	return false, nil
+	return is(job, st), nil
 }
 
 // finishedBackup is the outcome of backup id, once it is no longer running.
