@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -939,7 +940,7 @@ func TestWatchCutFromPrimaryOnly(t *testing.T) {
 func TestWatchBriefStallsNoFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	_, w := watchedCluster(t, ctx, "ws", 3)
+	root, w := watchedCluster(t, ctx, "ws", 3)
 	defer deleteCluster(t, "ws")
 	wr, stopWriter := startWriter(ctx, "ws")
 	defer stopWriter()
@@ -953,6 +954,7 @@ func TestWatchBriefStallsNoFailover(t *testing.T) {
 		thawed = time.Now()
 		time.Sleep(3 * time.Second)
 	}
+	t.Logf("after the stalls: %s", semiSyncView(ctx, root, primary, "ws-0", "ws-1", "ws-2"))
 	c := getCluster(t, ctx, "ws")
 	if c.Status.CurrentPrimary != primary || w.actions(t, "failover", "") > 0 {
 		t.Fatalf("a primary that stalled for 1.2 s was failed over: primary %s (was %s)\n%s", c.Status.CurrentPrimary, primary, w.output())
@@ -975,7 +977,7 @@ func TestWatchBriefStallsNoFailover(t *testing.T) {
 		a, ok := wr.firstAckAfter(thawed)
 		if !ok {
 			tried := wr.failedAttempts()
-			return fmt.Errorf("none yet; the writer's last failed attempts: %q", tried[max(0, len(tried)-5):])
+			return fmt.Errorf("none yet; the writer's last failed attempts: %q; %s", tried[max(0, len(tried)-5):], semiSyncView(ctx, root, primary, "ws-0", "ws-1", "ws-2"))
 		}
 		if other := wr.firstAckElsewhere(thawed, primaryAddr); !other.IsZero() {
 			t.Fatalf("a write after the stalls was acknowledged by a server other than the primary %s", primary)
@@ -1221,4 +1223,54 @@ func aReplica(pods []string, primary string) string {
 		}
 	}
 	return replica
+}
+
+// semiSyncView describes, for a failure message, what the primary's sessions wait for (its
+// semi-sync state and the states of its sessions) and each replica's receiver.
+func semiSyncView(ctx context.Context, root, primary string, pods ...string) string {
+	var b strings.Builder
+	for _, pod := range pods {
+		addr, err := r.PodAddr(ctx, "default", pod, 3306)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", pod, err)
+			continue
+		}
+		d, err := sql.Open("mysql", "root:"+root+"@tcp("+addr+")/?timeout=2s&readTimeout=2s")
+		if err != nil {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if pod == primary {
+			var vars []string
+			if rows, err := d.QueryContext(qctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', 'Rpl_semi_sync_master_wait_sessions')"); err == nil {
+				for rows.Next() {
+					var k, v string
+					if rows.Scan(&k, &v) == nil {
+						vars = append(vars, k+"="+v)
+					}
+				}
+				rows.Close()
+			}
+			var states []string
+			if rows, err := d.QueryContext(qctx, "SELECT CONCAT(USER, ': ', COMMAND, ' ', IFNULL(STATE, ''), ' ', TIME, 's ', LEFT(IFNULL(INFO, ''), 60)) FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Sleep'"); err == nil {
+				for rows.Next() {
+					var st string
+					if rows.Scan(&st) == nil {
+						states = append(states, st)
+					}
+				}
+				rows.Close()
+			}
+			var pos string
+			_ = d.QueryRowContext(qctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+			fmt.Fprintf(&b, "primary %s at %s %v sessions %q; ", pod, pos, vars, states)
+		} else if st, err := slaveStatus(qctx, d); err != nil {
+			fmt.Fprintf(&b, "replica %s: %v; ", pod, err)
+		} else {
+			fmt.Fprintf(&b, "replica %s IO %s (%s, %s) SQL %s at %s; ", pod, st["Slave_IO_Running"], st["Slave_IO_State"], st["Last_IO_Error"], st["Slave_SQL_Running"], st["Gtid_IO_Pos"])
+		}
+		cancel()
+		_ = d.Close()
+	}
+	return b.String()
 }
