@@ -95,6 +95,26 @@ func TestWatchTakesScheduledBackups(t *testing.T) {
 	if res := mysqlctl(t, "status", name); res.code != 0 || !strings.Contains(res.stdout, `schedule "* * * * *", `) {
 		t.Errorf("status: exit %d, want the schedule and its next time:\n%s", res.code, res.stdout)
 	}
+	// No password or bucket key in what watch printed, the status or the Events.
+	status, err := json.Marshal(getCluster(t, ctx, name).Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evText strings.Builder
+	for _, e := range all.Items {
+		evText.WriteString(e.Message + "\n")
+	}
+	texts := []string{w.output(), w.stderr(), w2.output(), w2.stderr(), string(status), evText.String()}
+	noPasswords(t, secret(t, ctx, name), texts...)
+	for _, txt := range texts {
+		if strings.Contains(txt, s3.SecretKey) {
+			t.Errorf("the bucket's secret key leaked into %.80q", txt)
+		}
+	}
 	if code, _ := w2.stop(t); code != 0 {
 		t.Errorf("watch exited %d", code)
 	}
