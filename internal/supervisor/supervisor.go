@@ -205,6 +205,14 @@ type watcher struct {
 	// scheduleFails how many of its turns failed in a row (its backoff).
 	scheduleErr   string
 	scheduleFails int
+	// acks follows a wait for acknowledgements on the primary (of ackPrimary) that get none;
+	// releasing is set while a release of lost acknowledgements runs, and releaseNext is
+	// when one may run again (see releaseLostAcks).
+	acks        failover.AckStall
+	ackPrimary  string
+	releasing   atomic.Bool
+	releaseNext time.Time
+	releaseWhy  string
 	// repairRefused is the configuration refusal the repairer last reported (see repairOnce).
 	repairRefused string
 	// reseedRefused is why the repairer last found a quarantined former primary's tail not
@@ -590,6 +598,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		// Every minute: a supervisor started later (or this one, after it re-took its Lease)
 		// learns from it when the primary was last writable.
 		_ = refresh.RefreshPrimarySeen(ctx, c, p, creds, time.Minute)
+		w.releaseLostAcks(ctx, c, v, snap, creds, ch.At)
 	}
 	p := orchestrate.PolicyOf(c)
 	p.LastWritable = w.lastWritable

@@ -402,6 +402,17 @@ func (i *Instance) ClaimEpoch(ctx context.Context) error {
 	return i.exec(ctx, "claim the fence epoch", stmt("DO 0"))
 }
 
+// ReleaseAckWaiters commits one binary-logged statement that changes nothing
+// (CREATE DATABASE IF NOT EXISTS FenceSchema) on a writable semi-sync source:
+// a replica acknowledges it once it has received it, and so everything
+// before it, which releases every commit still waiting for an
+// acknowledgement that was lost (see failover.AcksLost). It runs without
+// ReadOnlyAdminRole, so a fenced server (read_only on MariaDB,
+// super_read_only on MySQL) refuses it and its history gains nothing.
+func (i *Instance) ReleaseAckWaiters(ctx context.Context) error {
+	return i.exec(ctx, "release commits waiting for a lost acknowledgement", stmt("CREATE DATABASE IF NOT EXISTS "+FenceSchema))
+}
+
 // Fence makes the server refuse client writes: super_read_only on MySQL,
 // read_only on MariaDB (set from a session that enabled ReadOnlyAdminRole,
 // since changing read_only needs READ_ONLY ADMIN). It does not end open

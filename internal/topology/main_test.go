@@ -52,6 +52,20 @@ func connect(t testing.TB, s *mariadbtest.Server, creds Credentials) *Instance {
 	return i
 }
 
+// asMysqlctlLeavesIt gives s's accounts what mysqlctl's bootstrap gives them, without binary
+// logging: the orchestration account, and root without its own way through read_only (its
+// sessions pass only after enabling the orchestration role).
+func asMysqlctlLeavesIt(ctx context.Context, t testing.TB, s *mariadbtest.Server) {
+	t.Helper()
+	setup := connect(t, s, rootCreds())
+	defer func() { _ = setup.Close() }()
+	setup.Guard = func(string) (time.Time, error) { return time.Time{}, nil }
+	must(t, setup.EnsureUser(ctx, UserSpec{User: orch.User, Password: orch.Password, Role: RoleOrchestration}, EnsureUserOptions{SkipBinlog: true}))
+	if _, err := setup.StripReadOnlyAdmin(ctx, mariadbtest.RootUser, EnsureUserOptions{SkipBinlog: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func rootCreds() Credentials {
 	return Credentials{User: mariadbtest.RootUser, Password: mariadbtest.RootPassword}
 }

@@ -24,13 +24,7 @@ func TestRestoredServerHistoryAndFence(t *testing.T) {
 	// As a restore leaves it: root without its own way through read_only (mysqlctl strips it,
 	// the role lets its sessions through), the source's fence row, no binary log of its own,
 	// read-only.
-	setup := connect(t, s, rootCreds())
-	setup.Guard = pass
-	must(t, setup.EnsureUser(ctx, UserSpec{User: orch.User, Password: orch.Password, Role: RoleOrchestration}, EnsureUserOptions{SkipBinlog: true}))
-	if _, err := setup.StripReadOnlyAdmin(ctx, mariadbtest.RootUser, EnsureUserOptions{SkipBinlog: true}); err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close()
+	asMysqlctlLeavesIt(ctx, t, s)
 	s.Exec(t, "CREATE DATABASE IF NOT EXISTS "+FenceSchema,
 		"CREATE TABLE IF NOT EXISTS "+FenceTable+" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, epoch BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
 		"REPLACE INTO "+FenceTable+" VALUES (1, 1000000)", "RESET MASTER")

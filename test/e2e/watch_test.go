@@ -969,9 +969,13 @@ func TestWatchBriefStallsNoFailover(t *testing.T) {
 		t.Fatalf("no stall was noticed (no Suspected transition), so nothing was tested:\n%s", w.output())
 	}
 	// The writes go on on the same primary. Not at once: a frozen pod fails its readiness
-	// probe, so the primary Service may select nothing until the kubelet probes it again;
-	// bounded, and the writer's failed attempts say why when it is not met.
-	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	// probe, so the primary Service may select nothing until the kubelet probes it again; and
+	// a freeze can lose the acknowledgement of a commit the replicas received (they reconnect
+	// after their net timeout), which leaves it waiting with its row lock, and the writer
+	// retrying that row behind it, until watch releases it (measured without the release: 4
+	// of 8 loaded runs stalled past 30 s). Bounded, and the writer's failed attempts say why
+	// when it is not met.
+	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
 	defer acancel()
 	eventually(t, actx, "a write acknowledged after the last stall", func() error {
 		a, ok := wr.firstAckAfter(thawed)
@@ -985,7 +989,12 @@ func TestWatchBriefStallsNoFailover(t *testing.T) {
 		t.Logf("first write acknowledged %s after the last thaw", a.Sub(thawed).Round(time.Millisecond))
 		return nil
 	})
-	t.Logf("6 stalls of 1.2 s: suspected %d times, no failover", suspected)
+	for _, tr := range w.transitions(t) {
+		if tr.Action == "release" {
+			t.Logf("watch: %s", tr.Reason)
+		}
+	}
+	t.Logf("6 stalls of 1.2 s: suspected %d times, no failover; %d release(s) of lost acknowledgements", suspected, w.actions(t, "release", "released"))
 	eventually(t, ctx, "Healthy after the stalls", func() error {
 		if c := getCluster(t, ctx, "ws"); c.Status.HA == nil || c.Status.HA.State != v1.HAHealthy {
 			return fmt.Errorf("ha %+v", c.Status.HA)

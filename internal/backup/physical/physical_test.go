@@ -28,7 +28,7 @@ const (
 	backupPassword = "backup-test-secret"
 )
 
-func tools(t *testing.T) {
+func tools(t testing.TB) {
 	t.Helper()
 	for _, bin := range []string{physical.MariaDB.Backup, physical.MariaDB.Extract} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -37,7 +37,7 @@ func tools(t *testing.T) {
 	}
 }
 
-func store(t *testing.T) (*testenv.S3, *objectstore.Store) {
+func store(t testing.TB) (*testenv.S3, *objectstore.Store) {
 	t.Helper()
 	s := testenv.StartS3T(t, testenv.S3Options{})
 	st, err := objectstore.New(objectstore.Config{Endpoint: s.Endpoint, Region: s.Region, Bucket: s.Bucket, Prefix: "p/", PathStyle: true,
@@ -61,7 +61,7 @@ func source(t *testing.T, rows int) *mariadbtest.Server {
 	return src
 }
 
-func takeOptions(src *mariadbtest.Server, st *objectstore.Store, t *testing.T) physical.TakeOptions {
+func takeOptions(src *mariadbtest.Server, st *objectstore.Store, t testing.TB) physical.TakeOptions {
 	return physical.TakeOptions{
 		Tool: physical.MariaDB, Host: src.Host, Port: src.Port, User: backupUser,
 		DataDir: src.DataDir, WorkDir: t.TempDir(),
