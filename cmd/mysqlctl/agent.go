@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,24 +60,42 @@ func (a *agentCommon) store() (*objectstore.Store, error) {
 	return objectstore.New(cfg)
 }
 
-// report prints a progress line every agentProgressEvery until the returned stop is called.
-func (a *agentCommon) report(stage string, c *stream.Counter) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
+// agentProgress is the line an agent prints every agentProgressEvery while it copies: the bytes
+// of the stream so far (Bytes), and how far it is (Done of Total, in the unit Total is known in:
+// the data directory's size for a backup, the object's stored size for a restore; Total 0 when
+// not known), after Seconds.
+type agentProgress struct {
+	Stage   string `json:"stage"`
+	Bytes   int64  `json:"bytes"`
+	Done    int64  `json:"done,omitempty"`
+	Total   int64  `json:"total,omitempty"`
+	Seconds int    `json:"seconds"`
+}
+
+// report prints a progress line every agentProgressEvery until the returned stop is called: c
+// counts the stream's bytes, done how far of total the copy is.
+func (a *agentCommon) report(stage string, c, done *stream.Counter, total int64) (stop func()) {
+	finished, exited := make(chan struct{}), make(chan struct{})
 	start := time.Now()
+	line := func() {
+		_ = json.NewEncoder(a.f.IOStreams.Out).Encode(agentProgress{Stage: stage, Bytes: c.Bytes(), Done: done.Bytes(), Total: total, Seconds: int(time.Since(start).Seconds())})
+	}
 	go func() {
 		defer close(exited)
 		t := time.NewTicker(agentProgressEvery)
 		defer t.Stop()
+		line()
 		for {
 			select {
-			case <-done:
+			case <-finished:
+				line() // where the copy ended
 				return
 			case <-t.C:
-				_ = json.NewEncoder(a.f.IOStreams.Out).Encode(map[string]any{"stage": stage, "bytes": c.Bytes(), "seconds": int(time.Since(start).Seconds())})
+				line()
 			}
 		}
 	}()
-	return func() { close(done); <-exited }
+	return func() { close(finished); <-exited }
 }
 
 // result prints the result and writes it as the termination message.
@@ -150,7 +169,8 @@ backup's directory unless the tool completed.`,
 			o.Env = toolEnv(os.Environ(), f.Getenv("MYSQL_PWD"))
 			o.Raw = &stream.Counter{}
 			m.StartedAt = time.Now().UTC().Truncate(time.Second)
-			stop := a.report("backup", o.Raw)
+			// The stream is about the data directory's size: how far it is, roughly.
+			stop := a.report("backup", o.Raw, o.Raw, dirSize(o.DataDir))
 			taken, err := physical.Take(cmd.Context(), o)
 			stop()
 			if err != nil {
@@ -215,8 +235,8 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 			}
 			o.Store, o.Key, o.Log = st, a.key, f.IOStreams.ErrOut
 			o.Object.Name = filepath.Base(a.key)
-			o.Raw = &stream.Counter{}
-			stop := a.report("restore", o.Raw)
+			o.Raw, o.Read = &stream.Counter{}, &stream.Counter{}
+			stop := a.report("restore", o.Raw, o.Read, o.Object.Size)
 			r, err := physical.Restore(cmd.Context(), o)
 			stop()
 			if err != nil {
@@ -290,4 +310,18 @@ func toolEnv(environ []string, pwd string) []string {
 		env = append(env, "MYSQL_PWD="+pwd)
 	}
 	return env
+}
+
+// dirSize is the size of the regular files under dir (0 when it cannot be read).
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

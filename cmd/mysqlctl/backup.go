@@ -224,7 +224,17 @@ func (o *BackupCreateOptions) Run(ctx context.Context) error {
 	}
 	r := &orchestrate.Runner{Kube: c, Connect: connect, Holder: holderName()}
 	armFailpoints(o.f, r)
-	rec, err := r.Backup(ctx, client.ObjectKeyFromObject(cluster), orchestrate.BackupOptions{
+	key := client.ObjectKeyFromObject(cluster)
+	stopProgress := followCopy(ctx, o.f, cluster.Namespace, func(ctx context.Context) string {
+		now := &v1.MysqlCluster{}
+		if c.Get(ctx, key, now) != nil || now.Status.Backup == nil || now.Status.Backup.Running == nil || now.Status.Backup.Running.Stage != orchestrate.StageBackupCopying {
+			return ""
+		}
+		return now.Status.Backup.Running.Job
+	}, func(line string) {
+		fmt.Fprintf(ios.ErrOut, "[%6.1fs] backup copying: %s\n", time.Since(start).Seconds(), line)
+	})
+	rec, err := r.Backup(ctx, key, orchestrate.BackupOptions{
 		Source: o.Source,
 		Progress: func(run v1.BackupRun) {
 			line := fmt.Sprintf("[%6.1fs] backup %s %s", time.Since(start).Seconds(), run.ID, run.Stage)
@@ -234,6 +244,7 @@ func (o *BackupCreateOptions) Run(ctx context.Context) error {
 			fmt.Fprintln(ios.ErrOut, line)
 		},
 	})
+	stopProgress()
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("%w after %s: %w (the backup stays recorded: run 'backup create %s' again to continue it)", outcomeTimedOut(), o.Timeout, err, cluster.Name)
 	}

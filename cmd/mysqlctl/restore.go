@@ -195,6 +195,16 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		return o.print(out)
 	}
 	key := client.ObjectKeyFromObject(target)
+	start := time.Now()
+	stopProgress := followCopy(ctx, o.f, target.Namespace, func(ctx context.Context) string {
+		now := &v1.MysqlCluster{}
+		if c.Get(ctx, key, now) != nil || now.Status.Operation == nil || now.Status.Operation.Stage != orchestrate.StageRestoringData {
+			return ""
+		}
+		return specs.RestoreJobName(now)
+	}, func(line string) {
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "[%6.1fs] restoring data: %s\n", time.Since(start).Seconds(), line)
+	})
 	err = withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
 		if err := r.Bootstrap(ctx, key); err != nil {
 			return err
@@ -208,6 +218,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		}
 		return r.Scale(ctx, key, orchestrate.ScaleOptions{Replicas: out.Replicas})
 	})
+	stopProgress()
 	if err != nil {
 		return err
 	}

@@ -36,9 +36,10 @@ type AckSample struct {
 	Acked, Unacked int64
 }
 
-// AckSampleOf reads a check's observation of the primary.
-func AckSampleOf(s topology.SemiSyncState, wanted int64, at time.Time) AckSample {
-	return AckSample{At: at, Active: s.SourceActive, Clients: s.SourceClients, Wanted: max(wanted, 1),
+// AckSampleOf reads a check's observation of the primary: how many acknowledgements its commits
+// wait for is the server's own count (MySQL's wait_for_replica_count; one on MariaDB).
+func AckSampleOf(s topology.SemiSyncState, at time.Time) AckSample {
+	return AckSample{At: at, Active: s.SourceActive, Clients: s.SourceClients, Wanted: max(s.WaitForReplicas, 1),
 		Waiting: s.WaitSessions, Acked: s.YesTx, Unacked: s.NoTx}
 }
 
@@ -70,11 +71,20 @@ func (s *AckStall) See(a AckSample) time.Duration {
 // Reset forgets the wait followed (the primary changed, or the commits were released).
 func (s *AckStall) Reset() { s.first = nil }
 
-// AcksLost decides whether commits waiting on the primary (at bound, BoundOf its observation)
-// wait for acknowledgements that were lost: at least wanted replicas that receive from the primary
-// (IO thread running, source the primary, not quarantined) hold everything it wrote. It returns
-// the replicas that do, and why it is not proven otherwise.
-func AcksLost(source Source, members []Member, bound string, wanted int64) ([]string, string, bool) {
+// AcksLost decides whether commits waiting on the primary (primary is its observation) wait for
+// acknowledgements that were lost: at least as many replicas as a commit waits for, each receiving
+// from the primary as a semi-sync replica (IO thread running, source the primary, semi-sync
+// on, not quarantined), hold everything it wrote (its gtid_binlog_pos, which counts a commit
+// once it is in the binary log, before its acknowledgement). It returns the replicas that do,
+// and why it is not proven otherwise. MySQL is never proven: its gtid_executed, the only
+// position read there, leaves out the commits that wait (AFTER_SYNC), so a replica still
+// receiving a large one would pass for one that lost its acknowledgement.
+func AcksLost(source Source, primary topology.Snapshot, members []Member) ([]string, string, bool) {
+	if !primary.Flavor.IsMariaDB() {
+		return nil, "on MySQL the primary's executed set leaves out the commits that wait: a lost acknowledgement is not proven", false
+	}
+	bound := primary.GTID.BinlogPos.String()
+	wanted := max(primary.SemiSync.WaitForReplicas, 1)
 	var holders, others []string
 	for _, m := range members {
 		r := m.Snapshot.Replica
@@ -83,6 +93,8 @@ func AcksLost(source Source, members []Member, bound string, wanted int64) ([]st
 			others = append(others, m.Name+" is quarantined")
 		case r == nil || !source.feeds(r) || r.IOThread != topology.ThreadRunning:
 			others = append(others, m.Name+" does not receive from the primary")
+		case !m.Snapshot.SemiSync.ReplicaActive:
+			others = append(others, m.Name+" receives without acknowledging (semi-sync off)")
 		default:
 			if why, ok := BoundHolds(m.Snapshot, bound); ok {
 				holders = append(holders, m.Name)
@@ -91,9 +103,9 @@ func AcksLost(source Source, members []Member, bound string, wanted int64) ([]st
 			}
 		}
 	}
-	if int64(len(holders)) >= max(wanted, 1) {
+	if int64(len(holders)) >= wanted {
 		return holders, "", true
 	}
 	return holders, fmt.Sprintf("%d of the %d replicas an acknowledgement needs hold the primary's position %s (%s): the acknowledgements may still come",
-		len(holders), max(wanted, 1), bound, strings.Join(others, "; ")), false
+		len(holders), wanted, bound, strings.Join(others, "; ")), false
 }

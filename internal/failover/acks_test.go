@@ -45,38 +45,43 @@ func TestAckStall(t *testing.T) {
 
 func TestAcksLost(t *testing.T) {
 	src := Source{Host: primaryIP}
-	holding := mariadb("db-1", 1001, "0-1000-9", "0-1000-10", topology.ThreadRunning)
-	holding2 := mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)
-	behind := mariadb("db-2", 1002, "0-1000-9", "0-1000-9", topology.ThreadRunning)
-	lost := mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting)
+	semi := func(m Member) Member { m.Snapshot.SemiSync.ReplicaActive = true; return m }
+	holding := semi(mariadb("db-1", 1001, "0-1000-9", "0-1000-10", topology.ThreadRunning))
+	holding2 := semi(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning))
+	behind := semi(mariadb("db-2", 1002, "0-1000-9", "0-1000-9", topology.ThreadRunning))
+	lost := semi(mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadConnecting))
+	async := mariadb("db-2", 1002, "0-1000-10", "", topology.ThreadRunning)
 	quarantined := holding2
 	quarantined.Quarantined = true
 	elsewhere := holding2
 	elsewhere.Snapshot.Replica = &topology.ReplicaStatus{SourceHost: "other", IOThread: topology.ThreadRunning}
+	primary := func(wanted int64) topology.Snapshot {
+		p := mariadb("db-0", 1000, "0-1000-10", "", topology.ThreadStopped).Snapshot
+		p.Replica, p.SemiSync.WaitForReplicas = nil, wanted
+		return p
+	}
+	mysqlPrimary := mysqlMember("db-0", 0, "00000000-0000-0000-0000-000000000000:1-10", "").Snapshot
 	tests := []struct {
 		name    string
+		primary topology.Snapshot
 		members []Member
-		wanted  int64
 		ok      bool
 		holders string
 		why     string
 	}{
-		{"one replica received the waiting commit: lost", []Member{holding, behind}, 1, true, "db-1", ""},
-		{"both did", []Member{holding, holding2}, 1, true, "db-1,db-2", ""},
-		{"two acknowledgements wanted, one holder", []Member{holding, behind}, 2, false, "db-1", "1 of the 2"},
-		{"the replica has not received it: it may still come", []Member{behind}, 1, false, "", "0-1000-10"},
-		{"a replica that lost the primary proves nothing", []Member{lost}, 1, false, "", "does not receive"},
-		{"a quarantined replica never counts", []Member{quarantined}, 1, false, "", "quarantined"},
-		{"a replica of another source never counts", []Member{elsewhere}, 1, false, "", "does not receive"},
-		{"no bound read", []Member{holding}, 1, false, "", "no bound"},
+		{"one replica received the waiting commit: lost", primary(0), []Member{holding, behind}, true, "db-1", ""},
+		{"both did", primary(1), []Member{holding, holding2}, true, "db-1,db-2", ""},
+		{"two acknowledgements wanted, one holder", primary(2), []Member{holding, behind}, false, "db-1", "1 of the 2"},
+		{"the replica has not received it: it may still come", primary(1), []Member{behind}, false, "", "0-1000-10"},
+		{"a replica that lost the primary proves nothing", primary(1), []Member{lost}, false, "", "does not receive"},
+		{"an asynchronous replica acknowledges nothing", primary(1), []Member{async}, false, "", "semi-sync off"},
+		{"a quarantined replica never counts", primary(1), []Member{quarantined}, false, "", "quarantined"},
+		{"a replica of another source never counts", primary(1), []Member{elsewhere}, false, "", "does not receive"},
+		{"MySQL is never proven", mysqlPrimary, []Member{holding}, false, "", "MySQL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bound := "0-1000-10"
-			if tt.name == "no bound read" {
-				bound = ""
-			}
-			holders, why, ok := AcksLost(src, tt.members, bound, tt.wanted)
+			holders, why, ok := AcksLost(src, tt.primary, tt.members)
 			if ok != tt.ok || strings.Join(holders, ",") != tt.holders || !strings.Contains(why, tt.why) {
 				t.Errorf("AcksLost = %v, %q, %v; want %v, %q with %q", holders, why, ok, tt.ok, tt.holders, tt.why)
 			}

@@ -12,12 +12,9 @@ import (
 )
 
 // releaseTimeout bounds the statement that releases lost acknowledgements: its own
-// acknowledgement comes from replicas proven to receive, in moments.
-const releaseTimeout = 5 * time.Second
-
-// SemiSyncWanted is how many acknowledgements a commit on the cluster's primary waits for (0
-// when semi-sync is off or there is no replica).
-func SemiSyncWanted(c *v1.MysqlCluster) int64 { return semiSyncWanted(c) }
+// acknowledgement comes from replicas proven to receive, in moments. It is shorter than the
+// minimum silence that fails a primary over (1.5 s at the defaults).
+const releaseTimeout = time.Second
 
 // ReleaseLostAcks releases the commits that wait on the primary (observed in primary, the view
 // v's old primary) for acknowledgements that were lost: when enough replicas that receive from it
@@ -29,11 +26,10 @@ func (r *Runner) ReleaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v Fail
 	if p == nil {
 		return "the primary has no pod", false, nil
 	}
-	bound := BoundOf(primary)
 	ss := r.OpenSessions(ctx, v.Ready, creds)
 	members, _ := v.Members(c, ss)
 	ss.Close()
-	holders, why, ok := failover.AcksLost(v.OldSource, members, bound, semiSyncWanted(c))
+	holders, why, ok := failover.AcksLost(v.OldSource, primary, members)
 	if !ok {
 		return why, false, nil
 	}
@@ -48,5 +44,5 @@ func (r *Runner) ReleaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v Fail
 		return "", false, err
 	}
 	return fmt.Sprintf("%d commit(s) on %s waited for an acknowledgement that %s, which hold its position %s, had not sent (lost across a reconnect): released with one statement that changes nothing",
-		primary.SemiSync.WaitSessions, v.old, strings.Join(holders, ", "), bound), true, nil
+		primary.SemiSync.WaitSessions, v.old, strings.Join(holders, ", "), BoundOf(primary)), true, nil
 }

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -10,11 +12,17 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
+// releaseMaxBackoff bounds the pause after releases that failed in a row.
+const releaseMaxBackoff = 5 * time.Minute
+
 // releaseLostAcks follows, from each check of a writable primary, whether its commits wait for
 // acknowledgements that stopped coming (failover.AckStall). After two detection intervals it
 // looks, beside the checks, whether the replicas hold what the primary wrote: then the
 // acknowledgements were lost, and one statement that changes nothing releases the commits
-// (orchestrate.ReleaseLostAcks). Its write proves this supervisor's Lease, as the HA writes do.
+// (orchestrate.ReleaseLostAcks). The statement proves this supervisor's Lease, as the HA writes
+// do, and that this supervisor's last check found the primary writable; a failed
+// check cancels a release in progress (cancelRelease), so none lands on a primary being failed
+// over.
 func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orchestrate.FailoverView, snap topology.Snapshot, creds orchestrate.Credentials, at time.Time) {
 	primary := c.Status.CurrentPrimary
 	if primary != w.ackPrimary {
@@ -22,27 +30,58 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 		w.ackPrimary = primary
 	}
 	interval := orchestrate.DetectionInterval(c)
-	stalled := w.acks.See(failover.AckSampleOf(snap.SemiSync, orchestrate.SemiSyncWanted(c), at))
+	stalled := w.acks.See(failover.AckSampleOf(snap.SemiSync, at))
 	if stalled < 2*interval || w.releasing.Load() || at.Before(w.releaseNext) {
 		return
 	}
 	w.releasing.Store(true)
-	w.releaseNext = at.Add(2 * interval)
+	w.releaseNext = at.Add(min(2*interval<<min(w.releaseFails.Load(), 16), releaseMaxBackoff))
+	rctx, cancel := context.WithCancel(ctx)
+	w.releaseCancel.Store(&cancel)
+	c = c.DeepCopy() // the detector goes on with its own
 	go func() {
-		defer w.releasing.Store(false)
+		defer func() { cancel(); w.releasing.Store(false) }()
 		r := w.s.Runner
-		r.Lease, r.SupervisorGuard = nil, w.supGuard
-		what, done, err := r.ReleaseLostAcks(ctx, c, v, snap, creds)
+		r.Lease = nil
+		r.SupervisorGuard = func(what string) error {
+			if err := w.supGuard(what); err != nil {
+				return err
+			}
+			// Checks end at most an interval and a check's timeout apart.
+			if a := w.answeredAt.Load(); a == nil || r.Clock().Sub(*a) > interval+failover.CheckTimeout(interval) {
+				return fmt.Errorf("refusing to %s: the primary was not found writable by the last check", what)
+			}
+			return rctx.Err()
+		}
+		what, done, err := r.ReleaseLostAcks(rctx, c, v, snap, creds)
 		switch {
 		case err != nil:
-			w.report(Transition{Action: "release", Primary: primary, Reason: "releasing commits that wait for lost acknowledgements: " + err.Error()})
+			w.releaseFails.Add(1)
+			what = "releasing commits that wait for lost acknowledgements: " + err.Error()
+			if errors.Is(err, topology.ErrReleasePending) {
+				what = "commits wait for acknowledgements; " + topology.ErrReleasePending.Error() + ", so no other is sent"
+			}
 		case done:
+			w.releaseFails.Store(0)
 			w.report(Transition{Action: "release", Primary: primary, Reason: what})
 			w.poke()
-		case what != w.releaseWhy:
-			// Not proven lost: said once per reason (it is looked at again every two intervals).
-			w.report(Transition{Action: "release", Primary: primary, Reason: "commits wait for acknowledgements, left waiting: " + what})
+			return
+		default:
+			w.releaseFails.Store(0)
+			what = "commits wait for acknowledgements, left waiting: " + what
+		}
+		// Said once per reason: it is looked at again every two intervals (longer after failures).
+		if what != w.releaseWhy {
+			w.report(Transition{Action: "release", Primary: primary, Reason: what})
 		}
 		w.releaseWhy = what
 	}()
+}
+
+// cancelRelease stops a release in progress: the check that calls it found the primary not
+// writable.
+func (w *watcher) cancelRelease() {
+	if cancel := w.releaseCancel.Load(); cancel != nil {
+		(*cancel)()
+	}
 }

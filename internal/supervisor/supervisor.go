@@ -208,11 +208,13 @@ type watcher struct {
 	// acks follows a wait for acknowledgements on the primary (of ackPrimary) that get none;
 	// releasing is set while a release of lost acknowledgements runs, and releaseNext is
 	// when one may run again (see releaseLostAcks).
-	acks        failover.AckStall
-	ackPrimary  string
-	releasing   atomic.Bool
-	releaseNext time.Time
-	releaseWhy  string
+	acks          failover.AckStall
+	ackPrimary    string
+	releasing     atomic.Bool
+	releaseCancel atomic.Pointer[context.CancelFunc]
+	releaseFails  atomic.Int32
+	releaseNext   time.Time
+	releaseWhy    string
 	// repairRefused is the configuration refusal the repairer last reported (see repairOnce).
 	repairRefused string
 	// reseedRefused is why the repairer last found a quarantined former primary's tail not
@@ -562,6 +564,9 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		w.s.Observer.Checked(w.key, ch, time.Since(checkStart))
 	}
 	w.checks, w.checkedAt = append(w.checks, ch), ch.At
+	if !ch.Reachable || !ch.Writable {
+		w.cancelRelease()
+	}
 	if ch.Reachable && ch.Writable {
 		w.lastWritable = ch.At
 		at := ch.At

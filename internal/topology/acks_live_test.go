@@ -3,6 +3,8 @@ package topology
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +18,8 @@ import (
 // 1.2 s until a commit is left waiting although both replicas received it and are connected (the
 // control: it still waits 2 s later, no acknowledgement counted). ReleaseAckWaiters then releases
 // it and the writer goes on. On a fenced server (read-only, root as mysqlctl leaves it) the same
-// statement is refused and adds nothing to its history.
+// statement is refused and adds nothing to its history; and while a release that got no
+// acknowledgement still waits on the server, no second one is sent.
 func TestLiveLostAckReleased(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -121,4 +124,23 @@ func TestLiveLostAckReleased(t *testing.T) {
 		return written.Load() > w0+10, status("RPL_SEMI_SYNC_MASTER_WAIT_SESSIONS") + " waiting"
 	})
 	t.Logf("released: the writer went on %s after the statement", time.Since(began).Round(time.Millisecond))
+
+	// A release whose own acknowledgement does not come (no replica receives any more) keeps
+	// waiting on the server after its client gave up; no second one is sent beside it.
+	for _, r := range replicas {
+		r.Exec(t, "STOP SLAVE")
+	}
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	err := in.ReleaseAckWaiters(sctx)
+	scancel()
+	if err == nil {
+		t.Fatal("a release with no replica to acknowledge it returned")
+	}
+	waitFor(t, 10*time.Second, "a second release refused while the first waits", func() (bool, string) {
+		err := in.ReleaseAckWaiters(ctx)
+		return errors.Is(err, ErrReleasePending), fmt.Sprint(err)
+	})
+	if n := p.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'CREATE DATABASE IF NOT EXISTS "+FenceSchema+"'"); n != "1" {
+		t.Errorf("%s release sessions wait on the primary, want 1", n)
+	}
 }

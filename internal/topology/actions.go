@@ -409,9 +409,26 @@ func (i *Instance) ClaimEpoch(ctx context.Context) error {
 // acknowledgement that was lost (see failover.AcksLost). It runs without
 // ReadOnlyAdminRole, so a fenced server (read_only on MariaDB,
 // super_read_only on MySQL) refuses it and its history gains nothing.
+//
+// A release whose own acknowledgement does not come keeps waiting on the
+// server after its client gave up: while one does, no other is sent
+// (ErrReleasePending), so releases never pile up waiting sessions.
 func (i *Instance) ReleaseAckWaiters(ctx context.Context) error {
-	return i.exec(ctx, "release commits waiting for a lost acknowledgement", stmt("CREATE DATABASE IF NOT EXISTS "+FenceSchema))
+	const op = "release commits waiting for a lost acknowledgement"
+	release := "CREATE DATABASE IF NOT EXISTS " + FenceSchema
+	waiting, err := queryRows(ctx, i.db, stmt("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO = ?", release))
+	if err != nil {
+		return i.fail(op, err, nil)
+	}
+	if len(waiting) > 0 {
+		return &OpError{Instance: i.Name, Op: op, Kind: ErrorOther, Err: ErrReleasePending}
+	}
+	return i.exec(ctx, op, stmt(release))
 }
+
+// ErrReleasePending means an earlier ReleaseAckWaiters still waits on the
+// server for its own acknowledgement.
+var ErrReleasePending = errors.New("an earlier release still waits for its own acknowledgement")
 
 // Fence makes the server refuse client writes: super_read_only on MySQL,
 // read_only on MariaDB (set from a session that enabled ReadOnlyAdminRole,

@@ -60,7 +60,9 @@ import (
 
 // FenceSchema is the schema mysqlctl keeps its own per-server state in. It
 // is a system schema for this tool: never copied by a seed, never set aside
-// by a rebuild, and closed to application accounts.
+// by a rebuild, and closed to application accounts. Its tables are written
+// without binary logging; the schema itself may also be created by a
+// replicated statement (ReleaseAckWaiters), which creates nothing else.
 const FenceSchema = "mysqlctl"
 
 // FenceTable holds one row (id 1) with the highest Lease epoch that ran a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +72,10 @@ func TestBackupCreate(t *testing.T) {
 		if !strings.Contains(res.stderr, " "+stage) {
 			t.Errorf("no progress line for stage %s in:\n%s", stage, res.stderr)
 		}
+	}
+	// The copy's progress, read from the Job's log through the API server.
+	if !regexp.MustCompile(`backup copying: [0-9.]+ [KMG]iB copied`).MatchString(res.stderr) {
+		t.Errorf("no line says how far the copy is:\n%s", res.stderr)
 	}
 	var rec v1.BackupRecord
 	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil {

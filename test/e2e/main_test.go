@@ -103,7 +103,9 @@ func viaPortForward(t *testing.T) {
 // cliEnv is the environment of a mysqlctl run of the test: its own configuration directory and
 // its dialer.
 func cliEnv(t *testing.T, extra ...string) []string {
-	env := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	// A backup's or restore's copy is short here: its progress is looked at 4 times a second
+	// (the agent prints a line when the copy begins and when it ends).
+	env := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "MYSQLCTL_PROGRESS_EVERY=250ms")
 	direct := true
 	for name := t.Name(); name != ""; {
 		if _, ok := viaPortForwardTests.Load(name); ok {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,9 @@ func TestRestoreIntoNewCluster(t *testing.T) {
 	outputs = append(outputs, res.stdout, res.stderr)
 	if res.code != 0 {
 		t.Fatalf("restore: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if all := strings.Join(outputs, "\n"); !regexp.MustCompile(`restoring data: [0-9.]+ [KMG]iB copied`).MatchString(all) {
+		t.Errorf("no run said how far the restore's copy was:\n%s", all)
 	}
 	if !strings.Contains(res.stderr, "continuing the restore of backup "+rec.ID) {
 		t.Errorf("the last run does not say it continues the restore:\n%s", res.stderr)

@@ -252,15 +252,23 @@ func rawRestore(ctx context.Context, st *objectstore.Store, key string, obj back
 func BenchmarkBackupWriteLatency(b *testing.B) {
 	tools(b)
 	mb := benchSizesMB()[0]
-	p := mariadbtest.Start(b, mariadbtest.Options{Name: "bench-p", Args: append([]string{
-		"--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-master-timeout=600000", "--rpl-semi-sync-master-wait-point=AFTER_SYNC",
-	}, benchArgs...)})
+	p := mariadbtest.Start(b, mariadbtest.Options{Name: "bench-p", Args: benchArgs})
 	r := mariadbtest.Start(b, mariadbtest.Options{Name: "bench-r", Args: append([]string{"--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"}, benchArgs...)})
 	p.Exec(b,
 		"CREATE USER '"+backupUser+"'@'%' IDENTIFIED BY '"+backupPassword+"'",
 		"GRANT RELOAD, PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO '"+backupUser+"'@'%'")
 	fill(b, p, mb)
 	r.ReplicateFrom(b, p)
+	// Semi-sync once the replica has everything: each commit then waits for its acknowledgement.
+	p.Exec(b, "SET GLOBAL rpl_semi_sync_master_timeout = 600000", "SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'",
+		"SET GLOBAL rpl_semi_sync_master_enabled = ON")
+	r.Exec(b, "STOP SLAVE IO_THREAD", "START SLAVE IO_THREAD")
+	for deadline := time.Now().Add(30 * time.Second); p.QueryString(b, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS'") != "1"; {
+		if time.Now().After(deadline) {
+			b.Fatal("the replica did not connect as a semi-sync replica")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	_, st := store(b)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {

@@ -42,8 +42,9 @@ type RestoreOptions struct {
 	DataDir string
 	// UseMemory is the prepare's buffer pool (mariadb-backup --use-memory), default the tool's.
 	UseMemory string
-	// Raw, when set, counts the decompressed bytes as they are extracted (progress).
-	Raw *stream.Counter
+	// Raw, when set, counts the decompressed bytes as they are extracted, and Read the object's
+	// bytes as they are downloaded (progress: Read of Object.Size is how far the restore is).
+	Raw, Read *stream.Counter
 	// Log, when set, receives the tools' messages.
 	Log io.Writer
 }
@@ -160,7 +161,7 @@ func (o RestoreOptions) extract(ctx context.Context, dir string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", o.Tool.Extract, err)
 	}
-	_, dlErr := stream.Download(ctx, o.Store, o.Key, o.Object, countingWriter{in, o.Raw})
+	_, dlErr := stream.DownloadCounted(ctx, o.Store, o.Key, o.Object, countingWriter{in, o.Raw}, o.Read)
 	if dlErr != nil {
 		// What was extracted must not be used: stop the extractor, the caller's directory is
 		// wiped by the next run (the restoring mark stays).

@@ -93,12 +93,18 @@ func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.R
 // how many. The object's size and SHA-256 are checked as it is read: a damaged object ends in a
 // backup.ErrDamaged error naming key, and what was written to w before it must not be used.
 func Download(ctx context.Context, st *objectstore.Store, key string, o backup.Object, w io.Writer) (int64, error) {
+	return DownloadCounted(ctx, st, key, o, w, nil)
+}
+
+// DownloadCounted is Download that also counts the object's (compressed) bytes as they are read,
+// into read when it is set: how far through the object a restore is (progress).
+func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o backup.Object, w io.Writer, read *Counter) (int64, error) {
 	body, err := st.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = body.Close() }()
-	vr := backup.Verified(key, o, body)
+	vr := backup.Verified(key, o, counting{body, read})
 	dec, err := zstd.NewReader(vr, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return 0, err
