@@ -60,7 +60,7 @@ func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.R
 	pr, pw := io.Pipe()
 	var read int64
 	go func() {
-		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			pw.CloseWithError(err)
 			return
