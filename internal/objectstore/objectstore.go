@@ -183,7 +183,7 @@ func (s *Store) putParts(ctx context.Context, key string, buf []byte, r io.Reade
 	if err := ctx.Err(); err != nil {
 		return Object{}, fmt.Errorf("upload %s: %w", key, err)
 	}
-	rctx, cancel = context.WithTimeout(ctx, s.partTimeout)
+	rctx, cancel = context.WithTimeout(ctx, completeTimeout(s.partTimeout, size))
 	defer cancel()
 	_, err = s.client.CompleteMultipartUpload(rctx, &s3.CompleteMultipartUploadInput{
 		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(s.key(key)), UploadId: up.UploadId,
@@ -193,6 +193,16 @@ func (s *Store) putParts(ctx context.Context, key string, buf []byte, r io.Reade
 		return Object{}, s.explain("complete the upload of "+key, err)
 	}
 	return Object{Key: key, Size: size, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
+}
+
+// completeRate is the slowest rate at which a store is expected to assemble an upload's parts.
+const completeRate = 20 << 20 // bytes per second
+
+// completeTimeout bounds the request that completes an upload of size bytes: a request's timeout,
+// and the time to assemble the parts at completeRate, which stores that copy them into one file
+// take (measured with versitygw's POSIX backend: a 5 GB object took more than 10 s).
+func completeTimeout(request time.Duration, size int64) time.Duration {
+	return request + time.Duration(size/completeRate)*time.Second
 }
 
 // Get opens key for reading; the caller closes the body. The request is bounded by ctx only

@@ -292,3 +292,21 @@ func TestAbortIncompleteEveryPage(t *testing.T) {
 		t.Errorf("%d incomplete uploads left, want the newer one", left)
 	}
 }
+
+// TestCompleteTimeoutGrowsWithSize: completing an upload may assemble its parts into one file, in
+// time that grows with the object (a 5 GB object took more than 10 s on versitygw), so its
+// request is given a part's timeout and a second per 20 MiB.
+func TestCompleteTimeoutGrowsWithSize(t *testing.T) {
+	for _, tt := range []struct {
+		size int64
+		want time.Duration
+	}{
+		{0, 10 * time.Second},
+		{5 << 20, 10 * time.Second},
+		{5 << 30, 10*time.Second + 256*time.Second},
+	} {
+		if got := objectstore.CompleteTimeout(10*time.Second, tt.size); got != tt.want {
+			t.Errorf("completeTimeout(10s, %d) = %s, want %s", tt.size, got, tt.want)
+		}
+	}
+}
