@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,27 +34,13 @@ func benchRounds() int {
 // comma-separated list; default 256: set "1024,5120" for the 1 GB and 5 GB figures).
 func benchSizesMB() []int {
 	var out []int
-	for _, f := range splitComma(os.Getenv("MYSQLCTL_BENCH_BACKUP_MB")) {
+	for _, f := range strings.Split(os.Getenv("MYSQLCTL_BENCH_BACKUP_MB"), ",") {
 		if n, err := strconv.Atoi(f); err == nil && n > 0 {
 			out = append(out, n)
 		}
 	}
 	if len(out) == 0 {
 		out = []int{256}
-	}
-	return out
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
 	}
 	return out
 }
