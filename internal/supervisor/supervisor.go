@@ -388,10 +388,21 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	return false
 }
 
+// sentinelPulse is how long the sentinel session sleeps on the primary at a time, and how late
+// its answer may come (grace) before the silence it reports starts a check at once: a quarter and
+// an eighth of the detection interval (at least 100 and 50 ms). A frozen or cut-off primary is
+// then checked within 375 ms of the fault at the default interval, instead of anywhere within the
+// interval: the failed checks that prove a silence (MinSilence) start that much sooner, and the
+// checks that only time out still decide alone (a late answer is no failed check).
+func sentinelPulse(interval time.Duration) (sleep, grace time.Duration) {
+	return max(interval/4, 100*time.Millisecond), max(interval/8, 50*time.Millisecond)
+}
+
 // watchSentinel keeps a sentinel session on the primary incarnation: when it ends early (the
-// server died and its socket closed), the next check starts at once.
-func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials) {
-	id := string(p.UID) + "/" + p.Status.PodIP
+// server died and its socket closed) or answers late (it froze or was cut off), the next check
+// starts at once.
+func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials, interval time.Duration) {
+	id := string(p.UID) + "/" + p.Status.PodIP + "/" + interval.String()
 	if w.sentinel == id && w.sentinelAlive.Load() {
 		return
 	}
@@ -408,8 +419,9 @@ func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *co
 			return
 		}
 		defer func() { _ = in.Close() }()
+		sleep, grace := sentinelPulse(interval)
 		for sctx.Err() == nil {
-			if err := in.Sentinel(sctx, 5*time.Second); err != nil {
+			if err := in.Sentinel(sctx, sleep, grace); err != nil {
 				if sctx.Err() == nil {
 					w.poke()
 				}
@@ -589,7 +601,7 @@ func (w *watcher) tick(ctx context.Context) (time.Duration, error) {
 		ss.Close()
 		j = failover.Judge(primary, v.OldSource, w.checks, int(c.Spec.Failover.FailureThreshold), members)
 	} else if p := v.Pods[primary]; p != nil {
-		w.watchSentinel(ctx, w.s.Runner, p, creds)
+		w.watchSentinel(ctx, w.s.Runner, p, creds, interval)
 		// The receiver fence's deadline counts from the last observation of the primary.
 		// Its writes prove this supervisor's Lease, as the HA writes do (supGuard).
 		refresh := w.s.Runner

@@ -514,15 +514,15 @@ func TestLiveUptimeAndSentinel(t *testing.T) {
 	if later, err := in.Uptime(ctx); err != nil || later <= up {
 		t.Fatalf("Uptime %s then %s (%v): it must grow", up, later, err)
 	}
-	if err := in.Sentinel(ctx, 200*time.Millisecond); err != nil {
+	if err := in.Sentinel(ctx, 200*time.Millisecond, 5*time.Second); err != nil {
 		t.Fatalf("a sentinel whose sleep ran out: %v", err)
 	}
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- in.Sentinel(ctx, time.Minute) }()
+	go func() { done <- in.Sentinel(ctx, time.Minute, 5*time.Second) }()
 	id := ""
 	for id == "" && time.Since(start) < 10*time.Second {
-		id = c.P.QueryString(t, "SELECT COALESCE(MAX(ID), '') FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP(60.0)%'")
+		id = c.P.QueryString(t, "SELECT COALESCE(MAX(ID), '') FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP(60.000)%'")
 		time.Sleep(20 * time.Millisecond)
 	}
 	if id == "" {
@@ -536,5 +536,38 @@ func TestLiveUptimeAndSentinel(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a killed sentinel session did not return")
+	}
+}
+
+// TestLiveSentinelLateAnswer: a sentinel on a server frozen during its sleep reports the silence
+// once the sleep and its grace have passed, although the server answers after it thaws (a
+// sentinel that waited for that answer would return nil, and a supervisor would learn of the
+// freeze only at its next check).
+func TestLiveSentinelLateAnswer(t *testing.T) {
+	s := mariadbtest.Start(t, mariadbtest.Options{Name: "sentinel-late"})
+	ctx := context.Background()
+	in := connect(t, s, rootCreds())
+	defer in.Close()
+	in.Guard = func(string) (time.Time, error) { return time.Time{}, nil }
+	if err := in.Sentinel(ctx, 100*time.Millisecond, time.Second); err != nil {
+		t.Fatalf("a sentinel on a server that answers: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Sentinel(ctx, 300*time.Millisecond, 200*time.Millisecond) }()
+	time.Sleep(100 * time.Millisecond)
+	s.Freeze(t)
+	// Thawed before the driver's own timeouts: the server would answer the sleep now.
+	time.Sleep(1500 * time.Millisecond)
+	s.Thaw(t)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a sentinel whose server froze during its sleep returned no error")
+		}
+		if k := KindOf(err); k != ErrorTimeout {
+			t.Errorf("the late sentinel's error is of kind %v (%v); want a timeout", k, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sentinel never returned")
 	}
 }
