@@ -35,6 +35,13 @@ func CheckTimeout(interval time.Duration) time.Duration {
 	return max(interval/2, 100*time.Millisecond)
 }
 
+// StrongRecheck is how soon a check that found a strong signal (a refused connection, a pod
+// gone, a read-only answer after a restart) is followed by the next one while the threshold is
+// not reached: a sixteenth of the interval, at least 25 ms (62.5 ms at the default 1 s).
+func StrongRecheck(interval time.Duration) time.Duration {
+	return max(interval/16, 25*time.Millisecond)
+}
+
 // MinSilence is the shortest silence of the primary that can fail it over: the failed checks
 // must end at least this far apart, (threshold-1) intervals less one check's timeout (1.5 s at
 // the defaults). A failed check that timed out began after the silence did, and the last one
@@ -149,7 +156,13 @@ func Assess(name string, checks []Check, j Judgement, p Policy, now time.Time) A
 	last := checks[len(checks)-1]
 	next := p.Interval
 	fast := max(p.Interval/8, 50*time.Millisecond)
-	if (last.strong() || j.Corroborated) && failed < p.Threshold {
+	switch {
+	case failed >= p.Threshold:
+	case last.strong():
+		// Nothing listens, the pod is gone or the server says it is read-only: no stall
+		// ends that sooner, and each re-check costs one refused connection.
+		next = StrongRecheck(p.Interval)
+	case j.Corroborated:
 		next = fast
 	}
 	if j.Verdict == Dead && failed >= p.Threshold && silenceOnly(checks, failed) {

@@ -27,7 +27,7 @@ func TestAssess(t *testing.T) {
 		reason   string
 	}{
 		{"alive", []Check{refused, alive}, Judgement{Verdict: Alive}, auto, HAHealthy, false, time.Second, "writable"},
-		{"one refusal is suspicion, re-checked fast", []Check{alive, refused}, dead, auto, HASuspected, false, 125 * time.Millisecond, "1 of the 3"},
+		{"one refusal is suspicion, re-checked fast", []Check{alive, refused}, dead, auto, HASuspected, false, 62500 * time.Microsecond, "1 of the 3"},
 		{"a silent primary is re-checked at the interval", []Check{silent, silent}, unreach, auto, HASuspected, false, time.Second, "2 of the 3"},
 		{"threshold reached and replicas agree", []Check{refused, refused, refused}, dead, auto, HAFailoverRequired, true, time.Second, "dead"},
 		{"restarted read-only counts with refusals", []Check{refused, refused, ro}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HAFailoverRequired, true, time.Second, "read-only"},
@@ -53,7 +53,7 @@ func TestAssess(t *testing.T) {
 		{"past the threshold, not dead: no fast re-checks", []Check{refused, refused, refused, refused}, Judgement{Verdict: Unreachable, Reason: "no replica can vouch"}, auto, HASuspected, false, time.Second, "vouch"},
 		{"read-only, uptime unknown: a person decides", []Check{refused, refused, {PodUID: "a", Reachable: true, At: now}}, Judgement{Verdict: ReadOnly, Reason: "read-only"}, auto, HASuspected, false, time.Second, "has not restarted"},
 		{"replicas still receive: never", []Check{silent, silent, silent, silent}, unreach, auto, HASuspected, false, time.Second, "still receive"},
-		{"a new pod incarnation starts afresh", []Check{refused, refused, {PodUID: "b", Refused: true}}, dead, auto, HASuspected, false, 125 * time.Millisecond, "1 of the 3"},
+		{"a new pod incarnation starts afresh", []Check{refused, refused, {PodUID: "b", Refused: true}}, dead, auto, HASuspected, false, 62500 * time.Microsecond, "1 of the 3"},
 		{"paused", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Paused: true}, HAFailoverRequired, false, time.Second, "spec.paused"},
 		{"auto off", []Check{refused, refused, refused}, dead, Policy{Threshold: 3}, HAFailoverRequired, false, time.Second, "failover.auto is false"},
 		{"inside the cooldown", []Check{refused, refused, refused}, dead, Policy{Threshold: 3, Auto: true, Cooldown: 5 * time.Minute, LastFailover: now.Add(-time.Minute)}, HADegraded, false, time.Second, "mysqlctl failover demo"},
