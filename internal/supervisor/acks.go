@@ -43,16 +43,7 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 		defer func() { cancel(); w.releasing.Store(false) }()
 		r := w.s.Runner
 		r.Lease = nil
-		r.SupervisorGuard = func(what string) error {
-			if err := w.supGuard(what); err != nil {
-				return err
-			}
-			// Checks end at most an interval and a check's timeout apart.
-			if a := w.answeredAt.Load(); a == nil || r.Clock().Sub(*a) > interval+failover.CheckTimeout(interval) {
-				return fmt.Errorf("refusing to %s: the primary was not found writable by the last check", what)
-			}
-			return rctx.Err()
-		}
+		r.SupervisorGuard = func(what string) error { return w.releaseGuard(rctx, interval, what) }
 		what, done, err := r.ReleaseLostAcks(rctx, c, v, snap, creds)
 		switch {
 		case err != nil:
@@ -76,6 +67,22 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 		}
 		w.releaseWhy = what
 	}()
+}
+
+// releaseGuard is proven right before the release's statement is sent: this supervisor holds
+// its Lease, its last check found the primary writable (checks end at most an interval and a
+// check's timeout apart), and no failed check has cancelled the release since it began (rctx).
+func (w *watcher) releaseGuard(rctx context.Context, interval time.Duration, what string) error {
+	if err := w.supGuard(what); err != nil {
+		return err
+	}
+	if a := w.answeredAt.Load(); a == nil || w.s.Runner.Clock().Sub(*a) > interval+failover.CheckTimeout(interval) {
+		return fmt.Errorf("refusing to %s: the primary was not found writable by the last check", what)
+	}
+	if err := rctx.Err(); err != nil {
+		return fmt.Errorf("refusing to %s: a check found the primary not writable since the release began (%w)", what, err)
+	}
+	return nil
 }
 
 // cancelRelease stops a release in progress: the check that calls it found the primary not
