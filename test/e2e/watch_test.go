@@ -938,6 +938,9 @@ func TestWatchCutFromPrimaryOnly(t *testing.T) {
 // few seconds apart: the supervisor suspects the primary, fails nothing over, and the writes go
 // on on the same primary. (Without the minimum silence, three fast checks can end 1.25 s apart.)
 func TestWatchBriefStallsNoFailover(t *testing.T) {
+	// As from a workstation: the checks, the sentinel's pulses and a release of lost
+	// acknowledgements all go through the API server's port-forward.
+	viaPortForward(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	root, w := watchedCluster(t, ctx, "ws", 3)
