@@ -245,6 +245,10 @@ type BackupScheduleStatus struct {
 	// The next schedule time after it.
 	// +optional
 	Next *metav1.Time `json:"next,omitempty"`
+	// Scheduled backups begun for lastScheduleTime: one that fails is retried, up to 3 in all,
+	// a minute and then four minutes after the failure, while that is before next.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
 	// Schedule times no backup was taken for, since Since.
 	// +optional
 	Missed int32 `json:"missed,omitempty"`

@@ -23,7 +23,19 @@ const (
 	schedServed   = "served"   // a backup begun at or after the time due serves it: record it
 	schedBegin    = "begin"    // take a backup for the time due
 	schedContinue = "continue" // a scheduled backup is under way: take it on
+	schedRetry    = "retry"    // the backup for the time last due failed: take another for it
 )
+
+// scheduleAttempts is how many backups are begun for one schedule time at most: one that fails
+// is retried (a store that was briefly unreachable, a Job that could not start), but a fault
+// that lasts is not hammered, and never past the next schedule time.
+const scheduleAttempts = 3
+
+// scheduleRetryAfter is how long after a failed scheduled backup the next attempt for the same
+// schedule time begins: a minute after the first, four after the second.
+func scheduleRetryAfter(attempts int32) time.Duration {
+	return time.Minute << (2 * min(max(attempts-1, 0), 8))
+}
 
 // scheduleIdle is the longest a schedule turn waits: a changed spec is seen within it.
 const scheduleIdle = 30 * time.Second
@@ -60,6 +72,14 @@ func planSchedule(c *v1.MysqlCluster, s backup.Schedule, expr string, now time.T
 	}
 	due, lastMissed, missed := s.Due(after, now)
 	switch {
+	case due.IsZero() && st.Running == nil && c.Status.CurrentPrimary != "":
+		if at, ok := retryAt(st, rec); ok {
+			if now.Before(at) {
+				return schedulePlan{action: schedWait, wait: min(at.Sub(now), scheduleIdle)}
+			}
+			return schedulePlan{action: schedRetry, due: rec.LastScheduleTime.Time}
+		}
+		fallthrough
 	case due.IsZero():
 		return schedulePlan{action: schedWait, wait: min(max(s.Next(after).Sub(now), time.Second), scheduleIdle)}
 	case c.Status.CurrentPrimary == "":
@@ -72,10 +92,32 @@ func planSchedule(c *v1.MysqlCluster, s backup.Schedule, expr string, now time.T
 	return schedulePlan{action: schedBegin, due: due, missed: missed, lastMissed: lastMissed}
 }
 
+// retryAt is when another backup is begun for the schedule time last due, and whether one is:
+// the last backup begun for it failed (a refused one is recorded missed, and never retried), none has
+// completed since, fewer than scheduleAttempts were begun, and the retry comes before the next
+// schedule time.
+func retryAt(st *v1.BackupStatus, rec *v1.BackupScheduleStatus) (time.Time, bool) {
+	f := st.LastFailure
+	if f == nil || f.ScheduledFor == nil || rec.LastScheduleTime == nil || !f.ScheduledFor.Equal(rec.LastScheduleTime) ||
+		rec.Attempts < 1 || rec.Attempts >= scheduleAttempts || st.Last != nil && !st.Last.StartedAt.Before(&f.StartedAt) ||
+		rec.LastMissed != nil && rec.LastMissed.Equal(rec.LastScheduleTime) {
+		return time.Time{}, false
+	}
+	at := f.FinishedAt.Add(scheduleRetryAfter(rec.Attempts))
+	if rec.Next != nil && !at.Before(rec.Next.Time) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // markServed records the time due as served, and the times before it as missed.
 func markServed(rec *v1.BackupScheduleStatus, s backup.Schedule, p schedulePlan) {
 	at, next := metav1.NewTime(p.due), metav1.NewTime(s.Next(p.due))
 	rec.LastScheduleTime, rec.Next = &at, &next
+	rec.Attempts = 0
+	if p.action == schedBegin {
+		rec.Attempts = 1
+	}
 	if p.missed > 0 {
 		orchestrate.MarkScheduleMissed(rec, p.missed, p.lastMissed, "it passed while a backup ran, while the cluster was paused or not bootstrapped, or while no watch supervised it")
 	}
@@ -133,7 +175,13 @@ func (w *watcher) scheduleTurn(ctx context.Context) time.Duration {
 		w.reportMissed(ctx, c, p)
 		return 0
 	}
-	id, err := r.BeginScheduledBackup(ctx, c, p.due, func(rec *v1.BackupScheduleStatus) { markServed(rec, s, p) })
+	mark := func(rec *v1.BackupScheduleStatus) { markServed(rec, s, p) }
+	what := "for the schedule time"
+	if p.action == schedRetry {
+		mark = func(rec *v1.BackupScheduleStatus) { rec.Attempts++ }
+		what = fmt.Sprintf("again (attempt %d of %d: %s failed) for the schedule time", c.Status.Backup.Schedule.Attempts+1, scheduleAttempts, c.Status.Backup.LastFailure.ID)
+	}
+	id, err := r.BeginScheduledBackup(ctx, c, p.due, mark)
 	switch {
 	case errors.Is(err, outcome.ErrInvalid):
 		return w.scheduleRefused(ctx, c, "BackupScheduleRefused", "not keeping the backup schedule: "+err.Error())
@@ -141,7 +189,7 @@ func (w *watcher) scheduleTurn(ctx context.Context) time.Duration {
 		return w.scheduleFailed("begin the scheduled backup", err)
 	}
 	w.reportMissed(ctx, c, p)
-	msg := fmt.Sprintf("backup %s begins, for the schedule time %s (%s)", id, p.due.UTC().Format(time.RFC3339), expr)
+	msg := fmt.Sprintf("backup %s begins, %s %s (%s)", id, what, p.due.UTC().Format(time.RFC3339), expr)
 	w.report(Transition{Action: "backup", Reason: msg})
 	r.Event(ctx, c, false, "BackupScheduled", msg)
 	return w.takeScheduledBackup(ctx, c)

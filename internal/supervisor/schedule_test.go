@@ -178,6 +178,43 @@ func TestScheduleKeptOnceEach(t *testing.T) {
 	if st.Running != nil || st.LastFailure == nil || st.LastFailure.ID != "20261207T133000Z-waits" || !strings.Contains(st.LastFailure.Message, "had not started 15m0s after it began (stage ChoosingSource") {
 		t.Fatalf("a backup waiting past its bound: running %+v, last failure %+v", st.Running, st.LastFailure)
 	}
+
+	// 13:41: 13:00's backup failed; another is begun for it a minute after the failure, not
+	// before, and counted.
+	if attempts := st.Schedule.Attempts; attempts != 1 {
+		t.Fatalf("13:00 recorded with %d attempts, want 1", attempts)
+	}
+	if wait := w.scheduleTurn(ctx); wait <= 0 || read().Status.Backup.Running != nil {
+		t.Fatalf("a retry before its minute: wait %s, running %+v", wait, read().Status.Backup.Running)
+	}
+	move(time.Minute)
+	done = make(chan struct{})
+	go func() { defer close(done); w.scheduleTurn(ctx) }()
+	eventually(t, ctx, "a second backup for 13:00", func() error {
+		if st := read().Status.Backup; st.Schedule.Attempts != 2 || !st.Schedule.LastScheduleTime.Time.Equal(hour(13)) {
+			return fmt.Errorf("schedule %+v, running %+v", st.Schedule, st.Running)
+		}
+		return nil
+	})
+	if run := read().Status.Backup.Running; run != nil && (run.ScheduledFor == nil || !run.ScheduledFor.Time.Equal(hour(13))) {
+		t.Fatalf("the retry is not for 13:00: %+v", run)
+	}
+	move(16 * time.Minute) // waiting, it is aborted past its bound; refused, it is already over
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the retried backup was neither refused nor aborted once its bound passed")
+	}
+	// 13:58: failed again (the next attempt would come after 14:00) or refused (missed): no
+	// third attempt for 13:00.
+	if wait := w.scheduleTurn(ctx); wait <= 0 || read().Status.Backup.Running != nil {
+		t.Fatalf("a third backup for 13:00: wait %s, running %+v", wait, read().Status.Backup.Running)
+	}
+	if got := read().Status.Backup; got.Schedule.Attempts != 2 {
+		t.Fatalf("schedule after the retry: %+v, want 2 attempts for 13:00", got.Schedule)
+	} else {
+		t.Logf("the retry for 13:00: last failure %s (%s); last missed %v (%s)", got.LastFailure.ID, got.LastFailure.Message, got.Schedule.LastMissed, got.Schedule.LastMissedReason)
+	}
 }
 
 // eventually retries f every 50 ms until it returns nil, failing the test when ctx ends first.

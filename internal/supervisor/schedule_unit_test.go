@@ -28,6 +28,23 @@ func TestPlanSchedule(t *testing.T) {
 	kept := func(last *metav1.Time) *v1.BackupScheduleStatus {
 		return &v1.BackupScheduleStatus{Schedule: expr, Since: *at(9, 30), LastScheduleTime: last}
 	}
+	// 12:00 served by n scheduled backups (next: 13:00, or next when given).
+	attempted := func(n int32, next *metav1.Time) *v1.BackupScheduleStatus {
+		rec := kept(at(12, 0))
+		rec.Attempts, rec.Next = n, at(13, 0)
+		if next != nil {
+			rec.Next = next
+		}
+		return rec
+	}
+	failedNext := func(n int32, finished, next *metav1.Time) *v1.BackupStatus {
+		return &v1.BackupStatus{Schedule: attempted(n, next), LastFailure: &v1.BackupRecord{ID: "f", StartedAt: *at(12, 0), FinishedAt: *finished, ScheduledFor: at(12, 0)}}
+	}
+	failed := func(n int32, finished *metav1.Time, last *v1.BackupRecord) *v1.BackupStatus {
+		st := failedNext(n, finished, nil)
+		st.Last = last
+		return st
+	}
 	for _, tc := range []struct {
 		name   string
 		st     *v1.BackupStatus
@@ -52,6 +69,33 @@ func TestPlanSchedule(t *testing.T) {
 			want: schedulePlan{action: schedBegin, due: at(12, 0).Time}},
 		{name: "a scheduled backup under way", st: &v1.BackupStatus{Schedule: kept(at(12, 0)), Running: &v1.BackupRun{ID: "x", ScheduledFor: at(12, 0)}},
 			want: schedulePlan{action: schedContinue}},
+		// Retries of a failed scheduled backup (now 12:10, 12:00 served, next 13:00).
+		{name: "12:00's backup failed at 12:05: retried a minute later", st: failed(1, at(12, 5), nil),
+			want: schedulePlan{action: schedRetry, due: at(12, 0).Time}},
+		{name: "12:00's backup failed at 12:09:30: waits for the minute", st: failed(1, &metav1.Time{Time: now.Add(-30 * time.Second)}, nil),
+			want: schedulePlan{action: schedWait, wait: 30 * time.Second}},
+		{name: "its retry failed at 12:06:20: the third attempt 4 minutes after", st: failed(2, &metav1.Time{Time: at(12, 6).Add(20 * time.Second)}, nil),
+			want: schedulePlan{action: schedWait, wait: 20 * time.Second}},
+		{name: "three attempts failed: none more before 13:00", st: failed(3, at(12, 1), nil),
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "a retry would come at the next time: none", st: failedNext(1, at(12, 5), at(12, 6)),
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "a backup completed since the failure: none", st: failed(1, at(12, 5), &v1.BackupRecord{StartedAt: *at(12, 6)}),
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "the failure was of another schedule time: none", st: &v1.BackupStatus{Schedule: attempted(1, nil),
+			LastFailure: &v1.BackupRecord{StartedAt: *at(11, 0), FinishedAt: *at(11, 5), ScheduledFor: at(11, 0)}},
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "the failure was of backup create: none", st: &v1.BackupStatus{Schedule: attempted(1, nil),
+			LastFailure: &v1.BackupRecord{StartedAt: *at(12, 2), FinishedAt: *at(12, 5)}},
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "a retry was refused (recorded missed): none more", st: func() *v1.BackupStatus {
+			st := failed(2, at(12, 1), nil)
+			st.Schedule.LastMissed = at(12, 0)
+			return st
+		}(), want: schedulePlan{action: schedWait, wait: scheduleIdle}},
+		{name: "served by backup create, which failed: none", st: &v1.BackupStatus{Schedule: attempted(0, nil),
+			LastFailure: &v1.BackupRecord{StartedAt: *at(12, 2), FinishedAt: *at(12, 5), ScheduledFor: at(12, 0)}},
+			want: schedulePlan{action: schedWait, wait: scheduleIdle}},
 	} {
 		c := &v1.MysqlCluster{}
 		c.Spec.Backup = &v1.BackupSpec{Schedule: expr}
