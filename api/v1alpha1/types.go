@@ -340,7 +340,10 @@ type FailoverSpec struct {
 
 	// Consecutive failed checks of the same primary pod, 1 to 100 (default 3), after which `watch`
 	// declares the primary dead, provided every reachable replica has lost it too.
-	// `mysqlctl failover` checks the primary this many times before it proceeds.
+	// `mysqlctl failover` checks the primary this many times before it proceeds. A refused
+	// connection, a pod gone or a read-only answer after a restart is re-checked every sixteenth
+	// of detectionInterval, so it reaches the threshold within (threshold - 1) sixteenths; a
+	// silence must also last (threshold - 1) intervals less half of one.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

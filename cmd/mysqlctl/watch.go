@@ -65,9 +65,11 @@ request arrives), and records the HA state with its evidence in status.ha:
                      failover.cooldown, or an automatic failover failed; the exact command a
                      person would run is in the reason
 
-A refused connection (or a pod gone, or a read-only answer) is re-checked at an eighth of the
-interval; a silent primary at the full interval, because a frozen or partitioned server needs the
-replicas' view to tell it from a slow network. spec.paused or failover.auto=false: watch observes
+A refused connection (or a pod gone, or a read-only answer) is re-checked at a sixteenth of the
+interval; a silent primary at the full interval until every replica has lost it too, because a
+frozen or partitioned server needs the replicas' view to tell it from a slow network. A session
+kept asleep on the primary (a quarter of the interval at a time) starts a check at once when it
+ends or its answer is late. spec.paused or failover.auto=false: watch observes
 and reports only.
 
 An operation recorded in status whose holder stopped (a killed laptop, a cancelled CI job, a

@@ -80,7 +80,7 @@ func (w *watcher) releaseGuard(rctx context.Context, interval time.Duration, wha
 		return fmt.Errorf("refusing to %s: the primary was not found writable by the last check", what)
 	}
 	if err := rctx.Err(); err != nil {
-		return fmt.Errorf("refusing to %s: a check found the primary not writable since the release began (%w)", what, err)
+		return fmt.Errorf("refusing to %s: the release was cancelled since it began, by a check that found the primary not writable or by shutdown (%w)", what, err)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestReleaseGuard(t *testing.T) {
 	// check is recent (the guard is read before the failed check's own record can be).
 	answered(100 * time.Millisecond)
 	w.cancelRelease()
-	if err := w.releaseGuard(rctx, interval, "release"); err == nil || !strings.Contains(err.Error(), "since the release began") {
+	if err := w.releaseGuard(rctx, interval, "release"); err == nil || !strings.Contains(err.Error(), "cancelled since it began") {
 		t.Errorf("a release cancelled by a failed check: %v; want a refusal", err)
 	}
 	// The next release starts afresh.

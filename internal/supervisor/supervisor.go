@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +20,6 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/failover"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
-	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
 // Supervisor is `watch`: it checks a cluster's primary every failover.detectionInterval, records
@@ -101,8 +98,8 @@ func (s *Supervisor) takePrewatch(key client.ObjectKey) (prewatch, bool) {
 }
 
 // Wake makes the supervisor of the cluster check it at once (an informer saw its pods, its
-// endpoints or its spec change, or a request arrive). Checks stay at least an eighth of the
-// detection interval apart.
+// endpoints or its spec change, or a request arrive). Checks woken so stay at least an eighth
+// of the detection interval apart.
 func (s *Supervisor) Wake(key client.ObjectKey) {
 	s.mu.Lock()
 	w := s.watchers[key]
@@ -164,10 +161,12 @@ type watcher struct {
 	// repairWake makes the repairer look at once too (a replica that restarted is re-joined
 	// as soon as its pod is Ready, not at the next round); looks stay repairMinGap apart.
 	repairWake chan struct{}
-	// sentinel is the primary incarnation (pod UID and address) watched by a sentinel session.
-	sentinel      string
-	sentinelAlive atomic.Bool
-	sentinelStop  context.CancelFunc
+	// sentinel is the sentinel session's run on the primary (see watchSentinel); a run that
+	// ended by itself on the same primary delays the next until sentinelRetry, sentinelFails
+	// runs in a row.
+	sentinel      *sentinelRun
+	sentinelFails int
+	sentinelRetry time.Time
 	// act is held by whichever of the detector and the repairer acts under the Lease; failing
 	// tells the repairer to stand aside, repairCancel lets the detector end a repair.
 	act          sync.Mutex
@@ -307,8 +306,8 @@ func (s *Supervisor) Watch(ctx context.Context, key client.ObjectKey) error {
 func (w *watcher) supervise(ctx context.Context) bool {
 	s := w.s
 	defer func() {
-		if w.sentinelStop != nil {
-			w.sentinelStop()
+		if w.sentinel != nil {
+			w.sentinel.stop()
 		}
 	}()
 	// Actions outlive ctx by the grace period, so that a stage's action and its status write
@@ -386,49 +385,6 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		t.Stop()
 	}
 	return false
-}
-
-// sentinelPulse is how long the sentinel session sleeps on the primary at a time, and how late
-// its answer may come (grace) before the silence it reports starts a check at once: a quarter and
-// an eighth of the detection interval (at least 100 and 50 ms). A frozen or cut-off primary is
-// then checked within 375 ms of the fault at the default interval, instead of anywhere within the
-// interval: the failed checks that prove a silence (MinSilence) start that much sooner, and the
-// checks that only time out still decide alone (a late answer is no failed check).
-func sentinelPulse(interval time.Duration) (sleep, grace time.Duration) {
-	return max(interval/4, 100*time.Millisecond), max(interval/8, 50*time.Millisecond)
-}
-
-// watchSentinel keeps a sentinel session on the primary incarnation: when it ends early (the
-// server died and its socket closed) or answers late (it froze or was cut off), the next check
-// starts at once.
-func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials, interval time.Duration) {
-	id := string(p.UID) + "/" + p.Status.PodIP + "/" + interval.String()
-	if w.sentinel == id && w.sentinelAlive.Load() {
-		return
-	}
-	if w.sentinelStop != nil {
-		w.sentinelStop()
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	w.sentinel, w.sentinelStop = id, cancel
-	w.sentinelAlive.Store(true)
-	go func() {
-		defer w.sentinelAlive.Store(false)
-		in, err := r.ConnectGuarded(sctx, p, topology.Credentials{User: "root", Password: creds.Root})
-		if err != nil {
-			return
-		}
-		defer func() { _ = in.Close() }()
-		sleep, grace := sentinelPulse(interval)
-		for sctx.Err() == nil {
-			if err := in.Sentinel(sctx, sleep, grace); err != nil {
-				if sctx.Err() == nil {
-					w.poke()
-				}
-				return
-			}
-		}
-	}()
 }
 
 func (w *watcher) report(t Transition) { w.s.report(w.key, t) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,12 +515,17 @@ func TestLiveUptimeAndSentinel(t *testing.T) {
 	if later, err := in.Uptime(ctx); err != nil || later <= up {
 		t.Fatalf("Uptime %s then %s (%v): it must grow", up, later, err)
 	}
-	if err := in.Sentinel(ctx, 200*time.Millisecond, 5*time.Second); err != nil {
+	ss, err := in.OpenSentinel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	if err := ss.Pulse(ctx, 200*time.Millisecond, 5*time.Second, func() { t.Error("a pulse answered on time was reported late") }); err != nil {
 		t.Fatalf("a sentinel whose sleep ran out: %v", err)
 	}
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- in.Sentinel(ctx, time.Minute, 5*time.Second) }()
+	go func() { done <- ss.Pulse(ctx, time.Minute, 5*time.Second, func() {}) }()
 	id := ""
 	for id == "" && time.Since(start) < 10*time.Second {
 		id = c.P.QueryString(t, "SELECT COALESCE(MAX(ID), '') FROM information_schema.PROCESSLIST WHERE INFO LIKE 'DO SLEEP(60.000)%'")
@@ -539,35 +545,50 @@ func TestLiveUptimeAndSentinel(t *testing.T) {
 	}
 }
 
-// TestLiveSentinelLateAnswer: a sentinel on a server frozen during its sleep reports the silence
-// once the sleep and its grace have passed, although the server answers after it thaws (a
-// sentinel that waited for that answer would return nil, and a supervisor would learn of the
-// freeze only at its next check).
+// TestLiveSentinelLateAnswer: a sentinel on a server frozen during its sleep is reported late once
+// the sleep and its grace have passed (a sentinel that only waited for the answer would say
+// nothing until the server thawed); the answer that comes after the thaw keeps the session, which
+// goes on; and a server that stays silent past the statement's slack ends it with a timeout.
 func TestLiveSentinelLateAnswer(t *testing.T) {
 	s := mariadbtest.Start(t, mariadbtest.Options{Name: "sentinel-late"})
 	ctx := context.Background()
 	in := connect(t, s, rootCreds())
 	defer in.Close()
 	in.Guard = func(string) (time.Time, error) { return time.Time{}, nil }
-	if err := in.Sentinel(ctx, 100*time.Millisecond, time.Second); err != nil {
-		t.Fatalf("a sentinel on a server that answers: %v", err)
+	ss, err := in.OpenSentinel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	var late atomic.Int32
+	report := func() { late.Add(1) }
+	if err := ss.Pulse(ctx, 100*time.Millisecond, time.Second, report); err != nil || late.Load() != 0 {
+		t.Fatalf("a pulse on a server that answers: %v, reported late %d time(s)", err, late.Load())
 	}
 	done := make(chan error, 1)
-	go func() { done <- in.Sentinel(ctx, 300*time.Millisecond, 200*time.Millisecond) }()
+	go func() { done <- ss.Pulse(ctx, 300*time.Millisecond, 200*time.Millisecond, report) }()
 	time.Sleep(100 * time.Millisecond)
 	s.Freeze(t)
-	// Thawed before the driver's own timeouts: the server would answer the sleep now.
 	time.Sleep(1500 * time.Millisecond)
+	if n := late.Load(); n != 1 {
+		t.Errorf("frozen 1.4 s into a 0.3 s sleep with 0.2 s of grace: reported late %d time(s), want 1", n)
+	}
 	s.Thaw(t)
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Fatal("a sentinel whose server froze during its sleep returned no error")
-		}
-		if k := KindOf(err); k != ErrorTimeout {
-			t.Errorf("the late sentinel's error is of kind %v (%v); want a timeout", k, err)
+		if err != nil {
+			t.Fatalf("the late answer after the thaw: %v; want the session kept", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the sentinel never returned")
+		t.Fatal("the pulse never returned after the thaw")
+	}
+	if err := ss.Pulse(ctx, 50*time.Millisecond, time.Second, report); err != nil {
+		t.Fatalf("the session after a late answer: %v", err)
+	}
+	// Silent past the slack: the session ends.
+	s.Freeze(t)
+	defer s.Thaw(t)
+	if err := ss.Pulse(ctx, 100*time.Millisecond, 100*time.Millisecond, func() {}); KindOf(err) != ErrorTimeout {
+		t.Errorf("a pulse on a server silent past the slack: %v (kind %v); want a timeout", err, KindOf(err))
 	}
 }

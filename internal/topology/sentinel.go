@@ -2,22 +2,54 @@ package topology
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"sync"
 	"time"
 )
 
-// Sentinel holds one session on the server, asleep for d. It returns nil when the server
-// answers within d plus grace, and an error as soon as the session ends otherwise or the answer
-// is late: a killed server's socket closes at once, and a frozen or cut-off one cannot answer,
-// so a supervisor that keeps one asleep learns of either within d plus grace of the fault,
-// instead of at its next check. A late answer ends the session (the driver closes it). The sleep
-// is short, so a session left behind by a client that vanished also ends soon by itself.
-func (i *Instance) Sentinel(ctx context.Context, d, grace time.Duration) error {
-	secs := max(d.Seconds(), 0.001)
-	cctx, cancel := context.WithTimeout(ctx, d+grace)
+// SentinelSession is one session held on a server so that its end is noticed at once: a killed
+// server's socket closes, and a frozen or cut-off one stops answering the sleeps it is given.
+type SentinelSession struct {
+	in   *Instance
+	conn *sql.Conn
+}
+
+// OpenSentinel logs one session in and proves it answers, within ctx: the login (a dial, and
+// through a port-forward a tunnel) is never counted against a pulse's grace.
+func (i *Instance) OpenSentinel(ctx context.Context) (*SentinelSession, error) {
+	conn, err := i.db.Conn(ctx)
+	if err != nil {
+		return nil, i.fail("sentinel session", err, nil)
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, i.fail("sentinel session", err, nil)
+	}
+	return &SentinelSession{in: i, conn: conn}, nil
+}
+
+// sentinelStatementSlack is how much longer than its sleep a pulse's statement may take before
+// the session is given up: a slow answer keeps the session, only a silence ends it.
+const sentinelStatementSlack = 5 * time.Second
+
+// Pulse holds the session asleep on the server for d (a short sleep, so that a session left
+// behind by a client that vanished ends soon by itself). It calls late, once, when the answer
+// has not come grace after the sleep should have ended: the server is frozen, cut off or slow.
+// A late answer keeps the session (Pulse returns nil when it comes); Pulse returns an error when
+// the session ends (the server died and its socket closed) or no answer comes within
+// sentinelStatementSlack.
+func (s *SentinelSession) Pulse(ctx context.Context, d, grace time.Duration, late func()) error {
+	cctx, cancel := context.WithTimeout(ctx, d+sentinelStatementSlack)
 	defer cancel()
-	if _, err := i.db.ExecContext(cctx, fmt.Sprintf("DO SLEEP(%.3f)", secs)); err != nil {
-		return i.fail("sentinel session", err, nil)
+	var once sync.Once
+	t := time.AfterFunc(d+grace, func() { once.Do(late) })
+	defer t.Stop()
+	if _, err := s.conn.ExecContext(cctx, fmt.Sprintf("DO SLEEP(%.3f)", max(d.Seconds(), 0.001))); err != nil {
+		return s.in.fail("sentinel session", err, nil)
 	}
 	return nil
 }
+
+// Close ends the session.
+func (s *SentinelSession) Close() { _ = s.conn.Close() }
