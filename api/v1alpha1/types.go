@@ -342,8 +342,9 @@ type FailoverSpec struct {
 	// declares the primary dead, provided every reachable replica has lost it too.
 	// `mysqlctl failover` checks the primary this many times before it proceeds. A refused
 	// connection, a pod gone or a read-only answer after a restart is re-checked every sixteenth
-	// of detectionInterval, so it reaches the threshold within (threshold - 1) sixteenths; a
-	// silence must also last (threshold - 1) intervals less half of one.
+	// of detectionInterval (at least 25ms), so it reaches the threshold within (threshold - 1)
+	// of those; a silence must also last (threshold - 1) intervals less one check's timeout (half
+	// an interval, at least 100ms).
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

@@ -66,10 +66,11 @@ request arrives), and records the HA state with its evidence in status.ha:
                      person would run is in the reason
 
 A refused connection (or a pod gone, or a read-only answer) is re-checked at a sixteenth of the
-interval; a silent primary at the full interval until every replica has lost it too, because a
-frozen or partitioned server needs the replicas' view to tell it from a slow network. A session
-kept asleep on the primary (a quarter of the interval at a time) starts a check at once when it
-ends or its answer is late. spec.paused or failover.auto=false: watch observes
+interval (at least 25ms); a silent primary at the full interval until every replica has lost it
+too, because a frozen or partitioned server needs the replicas' view to tell it from a slow
+network. A session kept asleep on the primary (a quarter of the interval at a time) starts a check
+at once when it ends, or when its answer is late (at most once an interval); one that cannot log
+in starts none. spec.paused or failover.auto=false: watch observes
 and reports only.
 
 An operation recorded in status whose holder stopped (a killed laptop, a cancelled CI job, a

@@ -37,6 +37,8 @@ type sentinelRun struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 	began time.Time
+	// ended is when the run ended (set before done is closed).
+	ended time.Time
 	// counted is set once its end was accounted for (by the detector's goroutine only).
 	counted bool
 	// failed is set when the run ended by itself (its login failed, or its session ended),
@@ -74,7 +76,7 @@ func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *co
 			// It ended by itself on this primary: the next waits, longer each time.
 			s.counted = true
 			if s.failed.Load() {
-				if now.Sub(s.began) >= sentinelSteady {
+				if s.ended.Sub(s.began) >= sentinelSteady {
 					w.sentinelFails = 0
 				}
 				w.sentinelFails++
@@ -96,6 +98,7 @@ func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *co
 		if !w.runSentinel(sctx, r, p, creds, interval) && sctx.Err() == nil {
 			run.failed.Store(true)
 		}
+		run.ended = time.Now()
 	}()
 }
 

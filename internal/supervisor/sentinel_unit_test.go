@@ -14,16 +14,27 @@ import (
 	"github.com/mysqlctl/mysqlctl/internal/topology"
 )
 
-// TestSentinelThatCannotLogInBacksOff: a sentinel whose login is refused (a real loopback port
-// nothing listens on) pokes no check, and the healthy checks that call watchSentinel every 10 ms
+// TestSentinelThatCannotLogInBacksOff: a sentinel whose login fails (a real loopback port that
+// closes every connection) pokes no check, and the healthy checks that call watchSentinel every 10 ms
 // start it again further and further apart, not at every check; a new primary starts afresh.
 func TestSentinelThatCannotLogInBacksOff(t *testing.T) {
+	// A listener that closes every connection at once: each login fails, and the port stays
+	// this test's.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
 	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close() // refused from now on
 	var logins atomic.Int32
 	r := orchestrate.Runner{Connect: func(ctx context.Context, pod *corev1.Pod, creds topology.Credentials) (*topology.Instance, error) {
 		logins.Add(1)

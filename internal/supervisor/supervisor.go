@@ -308,6 +308,7 @@ func (w *watcher) supervise(ctx context.Context) bool {
 	defer func() {
 		if w.sentinel != nil {
 			w.sentinel.stop()
+			<-w.sentinel.done
 		}
 	}()
 	// Actions outlive ctx by the grace period, so that a stage's action and its status write
