@@ -63,7 +63,7 @@ func (s *sentinelRun) alive() bool {
 // sentinel that cannot live never turns into a loop of logins and checks.
 func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *corev1.Pod, creds orchestrate.Credentials, interval time.Duration) {
 	id := string(p.UID) + "/" + p.Status.PodIP + "/" + interval.String()
-	now := time.Now()
+	now := w.s.Runner.Clock()
 	if s := w.sentinel; s != nil {
 		switch {
 		case s.id != id:
@@ -98,7 +98,7 @@ func (w *watcher) watchSentinel(ctx context.Context, r orchestrate.Runner, p *co
 		if !w.runSentinel(sctx, r, p, creds, interval) && sctx.Err() == nil {
 			run.failed.Store(true)
 		}
-		run.ended = time.Now()
+		run.ended = w.s.Runner.Clock()
 	}()
 }
 
@@ -120,7 +120,7 @@ func (w *watcher) runSentinel(ctx context.Context, r orchestrate.Runner, p *core
 	sleep, grace := sentinelPulse(interval)
 	var lastLate atomic.Int64
 	late := func() {
-		t := time.Now().UnixNano()
+		t := w.s.Runner.Clock().UnixNano()
 		if l := lastLate.Load(); l != 0 && t-l < int64(interval) {
 			return
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -42,8 +41,7 @@ const sentinelStatementSlack = 5 * time.Second
 func (s *SentinelSession) Pulse(ctx context.Context, d, grace time.Duration, late func()) error {
 	cctx, cancel := context.WithTimeout(ctx, d+sentinelStatementSlack)
 	defer cancel()
-	var once sync.Once
-	t := time.AfterFunc(d+grace, func() { once.Do(late) })
+	t := time.AfterFunc(d+grace, late) // a timer fires once
 	defer t.Stop()
 	if _, err := s.conn.ExecContext(cctx, fmt.Sprintf("DO SLEEP(%.3f)", max(d.Seconds(), 0.001))); err != nil {
 		return s.in.fail("sentinel session", err, nil)
