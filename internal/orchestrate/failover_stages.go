@@ -63,11 +63,15 @@ func (r *Runner) foConfirming(ctx context.Context, x *stageEnv) (string, func(*v
 func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
 	c, op, ev, forced, old, v, creds, ss := x.c, x.op, x.ev, x.forced, x.old, x.v, x.creds, x.ss
 	fencedAt := metav1.NewTime(x.now)
-	// Out of the primary Service first, whatever the path: no new client reaches it.
-	if err := r.labelRole(ctx, c, old, v1.RoleUnknown); err != nil {
-		return "", nil, err
-	}
+	// Out of the primary Service first, whatever the path: no new client reaches it. The
+	// members are observed meanwhile (nothing is changed on a server before the label is on).
+	labelled := make(chan error, 1)
+	go func(done chan<- error) { done <- r.labelRole(ctx, c, old, v1.RoleUnknown) }(labelled)
 	if ev.PrimaryVerdict == string(failover.ReadOnly) {
+		if err := <-labelled; err != nil {
+			return "", nil, err
+		}
+		labelled = nil
 		next, change, err := r.fenceAnswering(ctx, x, fencedAt, "")
 		if err != nil || next != "" {
 			return next, change, err
@@ -75,6 +79,11 @@ func (r *Runner) foFencing(ctx context.Context, x *stageEnv) (string, func(*v1.M
 		// It stopped answering since Confirming: fence it as an unreachable primary.
 	}
 	members, missing := v.Members(c, ss)
+	if labelled != nil {
+		if err := <-labelled; err != nil {
+			return "", nil, err
+		}
+	}
 	// A quarantined member had its replication stopped when it was quarantined (and replication
 	// does not start at boot): silent, it cannot acknowledge anything, so it does not keep the
 	// receiver fence from being proven. One that answers has its receiver stopped like any other.
@@ -601,9 +610,17 @@ func (r *Runner) stopReceivers(ctx context.Context, ss *Sessions, members []fail
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Proven stopped, every replica at once.
+	proven := make([]bool, len(ins))
+	for i, in := range ins {
+		wg.Go(func() {
+			s := in.Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
+			proven[i] = s.Complete() && s.Replica != nil && s.Replica.IOThread == topology.ThreadStopped
+		})
+	}
+	wg.Wait()
 	for i, name := range stopped {
-		s := ins[i].Observe(ctx, topology.ObserveOptions{Now: r.Clock, Secrets: []string{string(creds.Root)}})
-		if !s.Complete() || s.Replica == nil || s.Replica.IOThread != topology.ThreadStopped {
+		if !proven[i] {
 			return nil, notYet("IO thread of %s not proven stopped yet", name)
 		}
 	}

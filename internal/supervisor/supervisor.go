@@ -155,7 +155,8 @@ type watcher struct {
 	held          string // the operation last found held by a live actor, reported once
 	blocked       bool   // the last automatic failover was not started (the cluster held), reported once
 	// wake makes the next check start at once (the sentinel session on the primary ended, or
-	// an informer saw a change); minGap keeps woken checks apart.
+	// an informer saw a change); minGap keeps woken checks apart, unless the
+	// next check was due sooner anyway (see wakeDelay).
 	wake   chan struct{}
 	minGap time.Duration
 	// repairWake makes the repairer look at once too (a replica that restarted is re-joined
@@ -374,12 +375,13 @@ func (w *watcher) supervise(ctx context.Context) bool {
 		case err == nil:
 			w.lastErr = ""
 		}
+		due := w.s.Runner.Clock().Add(next)
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-w.wake:
-			if gap := w.minGap - w.s.Runner.Clock().Sub(began); gap > 0 {
+			if gap := wakeDelay(w.s.Runner.Clock(), began, due, w.minGap); gap > 0 {
 				_ = orchestrate.SleepCtx(ctx, gap)
 			}
 		}
@@ -389,6 +391,13 @@ func (w *watcher) supervise(ctx context.Context) bool {
 }
 
 func (w *watcher) report(t Transition) { w.s.report(w.key, t) }
+
+// wakeDelay is how long a check woken at now (by a poke) still waits: checks started by pokes
+// begin at least minGap apart, but a wake only ever brings the next check forward, never past
+// when it was due (a strong signal's quick re-check keeps its own, shorter, pace).
+func wakeDelay(now, began, due time.Time, minGap time.Duration) time.Duration {
+	return max(min(minGap-now.Sub(began), due.Sub(now)), 0)
+}
 
 // supGuard proves, right before a status write of the supervisor's own (the HA record, the
 // observations it refreshes), that this watcher still holds its supervisor Lease: a supervisor

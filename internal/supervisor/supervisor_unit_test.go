@@ -84,3 +84,26 @@ func TestUpToSpreads(t *testing.T) {
 		t.Errorf("1000 draws: %d distinct, %d in the first half and %d in the second", len(seen), early, late)
 	}
 }
+
+func TestWakeDelay(t *testing.T) {
+	began := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, c := range []struct {
+		name         string
+		at, due      time.Duration // after began
+		minGap, want time.Duration
+	}{
+		// A poke 10 ms into a strong re-check due at 62.5 ms waits for that, not the 125 ms gap.
+		{"strong re-check keeps its pace", ms(10), ms(62) + ms(1)/2, ms(125), ms(52) + ms(1)/2},
+		// A poke during a healthy interval starts the check at the gap.
+		{"healthy interval shortened to the gap", ms(10), time.Second, ms(125), ms(115)},
+		{"gap already passed", ms(300), time.Second, ms(125), 0},
+		{"due already passed", ms(70), ms(62), ms(125), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := wakeDelay(began.Add(c.at), began, began.Add(c.due), c.minGap); got != c.want {
+				t.Fatalf("wakeDelay = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
