@@ -214,6 +214,12 @@ type RestoreSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	GTIDPosition string `json:"gtidPosition,omitempty"`
+	// Set for a restore from a bucket alone, when the accounts in the backup no longer open with
+	// any Secret at hand (the source's Secret went with its namespace): the restore sets root's
+	// password to this cluster's credentials Secret's before the server first starts, and the
+	// bootstrap then sets every other account's, as it does for a new cluster.
+	// +optional
+	ResetPasswords bool `json:"resetPasswords,omitempty"`
 }
 
 // BackupSpec names the bucket backups go to.

@@ -221,6 +221,7 @@ type agentBackupResult struct {
 func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 	a := &agentCommon{f: f}
 	o := physical.RestoreOptions{Tool: physical.MariaDB}
+	reset := false
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore a physical backup from the bucket into an empty data directory",
@@ -237,10 +238,21 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 			o.Object.Name = filepath.Base(a.key)
 			o.Raw, o.Read = &stream.Counter{}, &stream.Counter{}
 			stop := a.report("restore", o.Raw, o.Read, o.Object.Size)
+			if reset && f.Getenv(backup.EnvRootPassword) == "" {
+				return cmdutil.FlagErrorf("--reset-root-password needs the new password in %s", backup.EnvRootPassword)
+			}
 			r, err := physical.Restore(cmd.Context(), o)
 			stop()
 			if err != nil {
 				return err
+			}
+			if reset {
+				// Also when an earlier run restored the data and ended before this: setting
+				// the same password again changes nothing.
+				fmt.Fprintln(f.IOStreams.ErrOut, "setting the restored data's root password to the new cluster's")
+				if err := physical.ResetRootPassword(cmd.Context(), physical.ResetOptions{DataDir: o.DataDir, Password: f.Getenv(backup.EnvRootPassword), Log: f.IOStreams.ErrOut}); err != nil {
+					return fmt.Errorf("restored, but root's password could not be set: %w", err)
+				}
 			}
 			return a.result(r)
 		},
@@ -253,6 +265,7 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 	fl.StringVar(&o.Object.SHA256, "sha256", "", "The object's SHA-256, from the manifest")
 	fl.StringVar(&o.DataDir, "datadir", "/var/lib/mysql", "The new instance's empty data directory")
 	fl.StringVar(&o.UseMemory, "use-memory", "", "Memory for the prepare (mariadb-backup --use-memory)")
+	fl.BoolVar(&reset, "reset-root-password", false, "Then set root's password in the restored data to the one in "+backup.EnvRootPassword+" (a restore from a bucket alone)")
 	return cmd
 }
 

@@ -92,17 +92,7 @@ func openBucket(ctx context.Context, f *cmdutil.Factory, name, endpoint string) 
 	if err != nil {
 		return nil, cmdutil.ExplainAPIError(err)
 	}
-	if endpoint != "" {
-		cfg.Endpoint = endpoint
-	}
-	cfg.PartTimeout = bucketRequestTimeout
-	st, err := objectstore.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// The store holds the keys; the copy kept for messages does not need them.
-	cfg.AccessKey, cfg.SecretKey = "", ""
-	return &clusterBucket{cluster: cluster, cfg: cfg, store: st, endpoint: endpoint}, nil
+	return newClusterBucket(cluster, cfg, endpoint)
 }
 
 // location is the directory of the cluster's backups, s3://BUCKET/PREFIX NAMESPACE/NAME/backups/,
@@ -221,6 +211,8 @@ func (o *BackupListOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(ios.ErrOut, "no backups of %s in %s\n", b.cluster.Name, b.location(""))
 		return nil
 	}
+	// Where they are, for a restore from the bucket alone (--from-url) once the cluster is gone.
+	fmt.Fprintf(ios.ErrOut, "backups of %s/%s in %s\n", b.cluster.Namespace, b.cluster.Name, b.location(""))
 	t := cmdutil.NewTable(ios, "id", "taken", "duration", "source", "stored", "gtid", "version", "state")
 	for _, row := range backupRows(ios, entries, b.running(), o.f.Clock()) {
 		t.AddRow(row...)

@@ -33,6 +33,10 @@ type RestoreOptions struct {
 
 	// Name is the new cluster; From is --from, SourceName and BackupID what it names.
 	Name, From, SourceName, BackupID string
+	// FromURL is --from-url, a restore from the bucket alone, with the new cluster's spec
+	// from File (-f); url is FromURL parsed.
+	FromURL, File string
+	url           backupURL
 	// Image replaces the source's spec.image (default: the source's).
 	Image    string
 	Replicas int32
@@ -48,7 +52,7 @@ type RestoreOptions struct {
 func NewCmdRestore(f *cmdutil.Factory, runF func(*RestoreOptions) error) *cobra.Command {
 	o := &RestoreOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "restore NEWNAME --from NAME[/BACKUP]",
+		Use:   "restore NEWNAME (--from NAME[/BACKUP] | --from-url s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP] -f FILE)",
 		Short: "Restore a backup into a new cluster",
 		Long: `Restore creates the cluster NEWNAME, in NAME's namespace and with NAME's spec, from a backup of
 NAME: the newest complete one, or BACKUP. The backup is read from NAME's bucket (spec.backup), and
@@ -72,14 +76,26 @@ earlier run of the same restore created (running the command again continues it;
 NEWNAME' continues its recorded stage). Its volume must be new and empty.
 
 The new cluster's credentials Secret is a copy of NAME's (the restored data holds NAME's accounts
-and passwords, as they were when the backup was taken).`,
+and passwords, as they were when the backup was taken).
+
+With --from-url the backup is read from the bucket alone, when NAME is gone (its namespace
+deleted, or another Kubernetes cluster): the URL is where 'backup list' said NAME's backups are,
+with a BACKUP at its end or not (the newest complete one), and -f is a MysqlCluster manifest (the
+one NAME was created from, say) whose spec the new cluster gets. Its spec.backup names the bucket
+(the URL must be below its bucket and prefix) and the Secret with the bucket's keys, which must
+exist in the new cluster's namespace. The new cluster's credentials Secret is the one there
+already (NEWNAME-credentials, or the manifest's spec.credentialsSecretName), or one made with new
+passwords: the restore sets root's password in the restored data to it before the server first
+starts, and the bootstrap sets those of replication's, mysqlctl's and the application accounts.`,
 		Example: example(f,
 			"# Restore demo's newest complete backup into a new cluster demo-restored",
 			"%[1]s restore demo-restored --from demo",
 			"# Restore one backup, with one replica",
 			"%[1]s restore demo-restored --from demo/20261207T001359Z-k3x9qa --replicas 2",
 			"# Show which backup would be restored, and the new cluster, without creating anything",
-			"%[1]s restore demo-restored --from demo --dry-run"),
+			"%[1]s restore demo-restored --from demo --dry-run",
+			"# demo's namespace is gone: restore its newest backup from the bucket, with the spec of demo.yaml",
+			"%[1]s restore demo -n default --from-url s3://backups/default/demo/backups/ -f demo.yaml"),
 		Args: cmdutil.ExactArgs(1, "the NEWNAME of the cluster to create"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
@@ -94,6 +110,8 @@ and passwords, as they were when the backup was taken).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.From, "from", "", "The cluster whose backup is restored, as NAME (its newest complete backup) or NAME/BACKUP")
+	fl.StringVar(&o.FromURL, "from-url", "", "Restore from the bucket alone: s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP], as 'backup list' prints it (needs -f)")
+	fl.StringVarP(&o.File, "filename", "f", "", "With --from-url: a MysqlCluster manifest whose spec the new cluster gets (its spec.backup names the bucket)")
 	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
 	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
 	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
@@ -109,8 +127,23 @@ func (o *RestoreOptions) validate() error {
 	if errs := validation.IsDNS1035Label(o.Name); len(errs) > 0 {
 		return cmdutil.FlagErrorf("NEWNAME %q is not a valid cluster name: %s", o.Name, strings.Join(errs, "; "))
 	}
-	if o.From == "" {
-		return cmdutil.FlagErrorf("--from is required: the cluster whose backup is restored, as NAME or NAME/BACKUP")
+	switch {
+	case o.From != "" && o.FromURL != "":
+		return cmdutil.FlagErrorf("--from and --from-url cannot be combined: give one")
+	case o.FromURL != "":
+		if o.File == "" {
+			return cmdutil.FlagErrorf("--from-url needs -f FILE: a MysqlCluster manifest whose spec the new cluster gets (the source cluster, and its spec, may be gone)")
+		}
+		u, err := parseBackupURL(o.FromURL)
+		if err != nil {
+			return err
+		}
+		o.url = u
+		return o.validateCommon()
+	case o.File != "":
+		return cmdutil.FlagErrorf("-f is for --from-url: with --from the new cluster gets NAME's spec")
+	case o.From == "":
+		return cmdutil.FlagErrorf("--from (or --from-url) is required: the cluster whose backup is restored, as NAME or NAME/BACKUP")
 	}
 	name, id, _ := strings.Cut(o.From, "/")
 	if name == "" || strings.Contains(id, "/") {
@@ -120,6 +153,11 @@ func (o *RestoreOptions) validate() error {
 		return cmdutil.FlagErrorf("NEWNAME is the cluster the backup comes from: a restore creates a new cluster (restore in place is not supported)")
 	}
 	o.SourceName, o.BackupID = name, id
+	return o.validateCommon()
+}
+
+// validateCommon checks the flags both ways of naming the backup share.
+func (o *RestoreOptions) validateCommon() error {
 	if o.Replicas < 0 {
 		return cmdutil.FlagErrorf("--replicas %d: give a positive count, or leave it out for the source's", o.Replicas)
 	}
@@ -150,11 +188,14 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if o.FromURL != "" {
+		return o.runFromURL(ctx)
+	}
 	c, src, err := loadCluster(ctx, o.f, o.SourceName)
 	if err != nil {
 		return err
 	}
-	target, err := o.existingRestore(ctx, c, src)
+	target, err := o.existingRestore(ctx, c, src.Namespace, src)
 	if err != nil {
 		return err
 	}
@@ -175,20 +216,34 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		// Restored, and scaled since (a restore creates one instance): left at its count.
 		out.Replicas = target.Spec.Replicas
 	}
+	return o.createAndCarryOut(ctx, c, src, target, out, ensureSecretCopy)
+}
+
+// createAndCarryOut prints a dry run; otherwise it creates the new cluster and its Secret (with
+// secret), or, for a cluster an earlier run created, makes sure of its Secret (a run killed before
+// it was made, or a Secret changed since), then carries the restore out.
+func (o *RestoreOptions) createAndCarryOut(ctx context.Context, c client.Client, src, target *v1.MysqlCluster, out restoreOutput,
+	secret func(context.Context, client.Client, *v1.MysqlCluster, *v1.MysqlCluster) (bool, error),
+) error {
 	if o.DryRun != cmdutil.DryRunNone {
 		out.DryRun = true
 		return o.print(out)
 	}
+	var err error
 	if target.UID == "" {
-		err = o.createTarget(ctx, c, src, target)
+		err = o.createTargetWith(ctx, c, src, target, secret)
 	} else {
-		// A run killed before its Secret was made, or a Secret changed since: refused when it
-		// would not open the restored data.
-		_, err = ensureSecretCopy(ctx, c, src, target)
+		_, err = secret(ctx, c, src, target)
 	}
 	if err != nil {
 		return err
 	}
+	return o.carryOut(ctx, c, target, out)
+}
+
+// carryOut runs the restore recorded in target (a bootstrap, then a scale to the count asked for)
+// when --wait, and reports the outcome.
+func (o *RestoreOptions) carryOut(ctx context.Context, c client.Client, target *v1.MysqlCluster, out restoreOutput) error {
 	if !o.Wait {
 		fmt.Fprintf(o.f.IOStreams.ErrOut, "The restore is carried out by 'reconcile %s'; 'scale %s --replicas %d' then adds the other instances.\n",
 			o.Name, o.Name, out.Replicas)
@@ -205,7 +260,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	}, func(line string) {
 		fmt.Fprintf(o.f.IOStreams.ErrOut, "[%6.1fs] restoring data: %s\n", time.Since(start).Seconds(), line)
 	})
-	err = withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
+	err := withRunner(ctx, o.f, target, o.Dialer, o.Timeout, func(ctx context.Context, r *orchestrate.Runner) error {
 		if err := r.Bootstrap(ctx, key); err != nil {
 			return err
 		}
@@ -242,22 +297,26 @@ func (o *RestoreOptions) report(ctx context.Context, out restoreOutput) error {
 	return nil
 }
 
-// existingRestore is NEWNAME as an earlier run of this restore created it (nil when there is no
-// such cluster): one that exists and is not a restore of the source (or of another backup than
-// --from names) is refused. A restore continued is that of its recorded backup, even when a newer
-// one was taken since.
-func (o *RestoreOptions) existingRestore(ctx context.Context, c client.Client, src *v1.MysqlCluster) (*v1.MysqlCluster, error) {
+// existingRestore is NEWNAME, in namespace ns, as an earlier run of this restore created it (nil
+// when there is no such cluster): one that exists and is not a restore of the source (or of
+// another backup than the one named, or, from a bucket alone, one that keeps the source's
+// passwords) is refused. A restore continued is that of its recorded backup, even when a newer one
+// was taken since.
+func (o *RestoreOptions) existingRestore(ctx context.Context, c client.Client, ns string, src *v1.MysqlCluster) (*v1.MysqlCluster, error) {
 	existing := &v1.MysqlCluster{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: o.Name}, existing); {
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, existing); {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, cmdutil.ExplainAPIError(err)
 	}
-	rs := existing.Spec.Restore
-	if rs == nil || rs.SourceCluster != src.Name || rs.SourceNamespace != src.Namespace || o.BackupID != "" && rs.BackupID != o.BackupID {
+	rs, from := existing.Spec.Restore, o.From
+	if o.FromURL != "" {
+		from = o.FromURL
+	}
+	if rs == nil || rs.SourceCluster != src.Name || rs.SourceNamespace != src.Namespace || rs.ResetPasswords != (o.FromURL != "") || o.BackupID != "" && rs.BackupID != o.BackupID {
 		return nil, fmt.Errorf("%w: MysqlCluster %s/%s already exists and is not a restore of %s: choose another NEWNAME",
-			outcome.ErrInvalid, existing.Namespace, existing.Name, o.From)
+			outcome.ErrInvalid, existing.Namespace, existing.Name, from)
 	}
 	fmt.Fprintf(o.f.IOStreams.ErrOut, "continuing the restore of backup %s into %s\n", rs.BackupID, existing.Name)
 	return existing, nil
@@ -304,7 +363,13 @@ func (o *RestoreOptions) chooseBackup(ctx context.Context, src *v1.MysqlCluster)
 	if err != nil {
 		return nil, backup.Object{}, err
 	}
+	return o.chooseIn(ctx, src, b)
+}
+
+// chooseIn is chooseBackup in the bucket b holds src's backups in.
+func (o *RestoreOptions) chooseIn(ctx context.Context, src *v1.MysqlCluster, b *clusterBucket) (*backup.Manifest, backup.Object, error) {
 	var e catalog.Entry
+	var err error
 	if o.BackupID != "" {
 		if e, err = catalog.ReadOne(ctx, b.store, src.Namespace, src.Name, o.BackupID, b.runningID()); err != nil {
 			return nil, backup.Object{}, b.explain(o.f, err)
@@ -369,15 +434,17 @@ func restoreTarget(src *v1.MysqlCluster, name, image string, m *backup.Manifest,
 	return t
 }
 
-// createTarget creates the new cluster's Secret (a copy of the source's), then the cluster and its
-// derived objects (its StatefulSet with no instance until the data is restored). Anything this run
-// created is removed again when a later step fails.
-func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src, target *v1.MysqlCluster) error {
+// createTargetWith creates the new cluster's Secret (with secret: a copy of the source's, or its
+// own), then the cluster and its derived objects (its StatefulSet with no instance until the data
+// is restored). Anything this run created is removed again when a later step fails.
+func (o *RestoreOptions) createTargetWith(ctx context.Context, c client.Client, src, target *v1.MysqlCluster,
+	secret func(context.Context, client.Client, *v1.MysqlCluster, *v1.MysqlCluster) (bool, error),
+) error {
 	if err := c.Create(ctx, target.DeepCopy(), client.DryRunAll); err != nil {
 		return cmdutil.ExplainAPIError(err)
 	}
 	// The Secret first: a run killed after it leaves a copy the next run takes as its own.
-	secretCreated, err := ensureSecretCopy(ctx, c, src, target)
+	secretCreated, err := secret(ctx, c, src, target)
 	if err != nil {
 		return err
 	}
@@ -393,7 +460,7 @@ func (o *RestoreOptions) createTarget(ctx context.Context, c client.Client, src,
 	}
 	if o.Wait {
 		// Progress; without --wait, the result printed is this line.
-		fmt.Fprintf(o.f.IOStreams.ErrOut, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", target.Name, target.Spec.Restore.BackupID, src.Name)
+		fmt.Fprintf(o.f.IOStreams.ErrOut, "mysqlcluster.mysqlctl.io/%s created to restore backup %s of %s\n", target.Name, target.Spec.Restore.BackupID, src.Namespace+"/"+src.Name)
 	}
 	return nil
 }

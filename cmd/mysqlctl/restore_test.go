@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
@@ -83,7 +86,8 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 		t.Errorf("a password is printed: %q", r.stderr)
 	}
 	check("in place", cmdutil.ExitUsage, "restore in place is not supported", "bkl", "--from", "bkl")
-	check("no --from", cmdutil.ExitUsage, "--from is required", "rst-new")
+	check("no --from", cmdutil.ExitUsage, "--from (or --from-url) is required", "rst-new")
+	outs = append(outs, checkFromURL(t, check, bkNew)...)
 	check("a bad name", cmdutil.ExitUsage, `NEWNAME "Rst_New" is not a valid cluster name`, "Rst_New", "--from", "bkl")
 	check("a bad --from", cmdutil.ExitUsage, `--from "bkl/a/b" is not NAME or NAME/BACKUP`, "rst-new", "--from", "bkl/a/b")
 	check("a negative count", cmdutil.ExitUsage, "--replicas -1", "rst-new", "--from", "bkl", "--replicas", "-1")
@@ -131,4 +135,61 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 			t.Errorf("the source's Service %s was written by the restore", name)
 		}
 	}
+}
+
+// checkFromURL: a restore from the bucket alone reads the backups at the URL with the bucket of
+// the manifest given, and refuses a URL of another form, one outside that bucket, and flags that
+// do not go together; its dry run names the newest complete backup, as --from does. Nothing is
+// created (the caller compares the namespace before and after).
+func checkFromURL(t *testing.T, check func(string, cmdutil.ExitCode, string, ...string) cmdResult, newest string) []cmdResult {
+	t.Helper()
+	src := &v1.MysqlCluster{}
+	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "bkl"}, src); err != nil {
+		t.Fatal(err)
+	}
+	m := &v1.MysqlCluster{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MysqlCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bkl", Namespace: "default"}, Spec: src.Spec}
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "bkl.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := src.Spec.Backup
+	url := "s3://" + b.Bucket + "/" + b.Prefix + "default/bkl/backups/"
+	var outs []cmdResult
+	r := check("--from-url, dry run", cmdutil.ExitOK, "", "rst-url", "--from-url", url, "-f", file, "--dry-run", "-o", "json")
+	outs = append(outs, r)
+	var out struct {
+		BackupID, From string
+		DryRun         bool
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.BackupID != newest || out.From != url || !out.DryRun {
+		t.Errorf("--from-url dry run %q (%v): want the newest complete backup %s from %s", r.stdout, err, newest, url)
+	}
+	r = check("--from-url, one backup", cmdutil.ExitOK, "", "rst-url", "--from-url", url+newest+"/", "-f", file, "--dry-run")
+	outs = append(outs, r)
+	if !strings.Contains(r.stdout, "would restore backup "+newest) {
+		t.Errorf("--from-url of one backup: %q", r.stdout)
+	}
+	for _, c := range []struct {
+		what string
+		code cmdutil.ExitCode
+		want string
+		args []string
+	}{
+		{"no -f", cmdutil.ExitUsage, "--from-url needs -f FILE", []string{"--from-url", url}},
+		{"-f alone", cmdutil.ExitUsage, "-f is for --from-url", []string{"--from", "bkl", "-f", file}},
+		{"both", cmdutil.ExitUsage, "--from and --from-url cannot be combined", []string{"--from", "bkl", "--from-url", url, "-f", file}},
+		{"not s3", cmdutil.ExitUsage, "is not s3://BUCKET/", []string{"--from-url", "https://example.invalid/x/backups/", "-f", file}},
+		{"no backups directory", cmdutil.ExitUsage, "names no cluster's backups", []string{"--from-url", "s3://" + b.Bucket + "/default/bkl", "-f", file}},
+		{"another bucket", cmdutil.ExitUsage, "is not below the bucket of the manifest's spec.backup", []string{"--from-url", "s3://other-bucket/" + b.Prefix + "default/bkl/backups/", "-f", file}},
+		{"not an ID", cmdutil.ExitUsage, "is not a backup ID", []string{"--from-url", url + "latest", "-f", file}},
+		{"no such backup", cmdutil.ExitFailed, "backup list bkl", []string{"--from-url", url + "20991231T000000Z", "-f", file}},
+	} {
+		outs = append(outs, check("--from-url: "+c.what, c.code, c.want, append([]string{"rst-url"}, c.args...)...))
+	}
+	return outs
 }

@@ -19,6 +19,9 @@ const (
 	EnvPathStyle = "MYSQLCTL_BUCKET_PATH_STYLE"
 	EnvAccessKey = "AWS_ACCESS_KEY_ID"
 	EnvSecretKey = "AWS_SECRET_ACCESS_KEY"
+	// EnvRootPassword is the new root password a restore from a bucket alone sets in the
+	// restored data (spec.restore.resetPasswords), from the new cluster's Secret.
+	EnvRootPassword = "MYSQLCTL_ROOT_PASSWORD"
 )
 
 // StoreConfigFromEnv reads the bucket's configuration from the environment (getenv).

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/backup"
 )
 
 // A restore (spec.restore) puts a backup into the first instance's volume before its server ever
@@ -89,6 +90,16 @@ func BuildRestoreJob(c *v1.MysqlCluster, agentImage string) (*batchv1.Job, error
 	retries, deadline := restoreRetries, restoreDeadline
 	agent := AgentDir + "/mysqlctl"
 	bucket := Bucket{Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix, PathStyle: b.PathStyle, SecretName: b.CredentialsSecretName}
+	command := []string{agent, "agent", "restore",
+		"--key", rs.Key, "--backup-id", rs.BackupID,
+		"--size", strconv.FormatInt(rs.Size, 10), "--sha256", rs.SHA256,
+		"--datadir", DataDir}
+	env := bucketEnv(bucket)
+	if rs.ResetPasswords {
+		// The new root password, from the new cluster's Secret: never a value in the spec.
+		command = append(command, "--reset-root-password")
+		env = append(env, secretEnv(backup.EnvRootPassword, SecretName(c), SecretRootPassword))
+	}
 	return &batchv1.Job{
 		TypeMeta:   TypeMeta("batch/v1", "Job"),
 		ObjectMeta: meta,
@@ -105,13 +116,10 @@ func BuildRestoreJob(c *v1.MysqlCluster, agentImage string) (*batchv1.Job, error
 					},
 					InitContainers: []corev1.Container{agentInstaller(agentImage)},
 					Containers: []corev1.Container{{
-						Name:  RestoreComponent,
-						Image: c.Spec.Image,
-						Command: []string{agent, "agent", "restore",
-							"--key", rs.Key, "--backup-id", rs.BackupID,
-							"--size", strconv.FormatInt(rs.Size, 10), "--sha256", rs.SHA256,
-							"--datadir", DataDir},
-						Env: bucketEnv(bucket),
+						Name:    RestoreComponent,
+						Image:   c.Spec.Image,
+						Command: command,
+						Env:     env,
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "data", MountPath: DataDir},
 							{Name: "agent", MountPath: AgentDir},

@@ -1,9 +1,11 @@
 package specs
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -59,6 +61,29 @@ func TestBuildRestoreJob(t *testing.T) {
 	}
 	if refs[backup.EnvAccessKey] != "bucket-creds/"+BucketSecretAccessKey || refs[backup.EnvSecretKey] != "bucket-creds/"+BucketSecretSecretKey {
 		t.Errorf("bucket credentials %v: want both keys from bucket-creds", refs)
+	}
+	if strings.Contains(cmd, "--reset-root-password") || refs[backup.EnvRootPassword] != "" {
+		t.Errorf("a restore with the source's Secret resets root's password: %q %v", cmd, refs)
+	}
+	// From a bucket alone: root's new password comes from the new cluster's own Secret.
+	reset := c.DeepCopy()
+	reset.Spec.Restore.ResetPasswords = true
+	rj, err := BuildRestoreJob(reset, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rj.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(rc.Command, "--reset-root-password") {
+		t.Errorf("command %q: want --reset-root-password", rc.Command)
+	}
+	for _, e := range rc.Env {
+		if e.Name == backup.EnvRootPassword && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+			e.ValueFrom.SecretKeyRef.Name != SecretName(reset) || e.ValueFrom.SecretKeyRef.Key != SecretRootPassword) {
+			t.Errorf("env %s = %+v: want %s/%s by reference", e.Name, e, SecretName(reset), SecretRootPassword)
+		}
+	}
+	if !slices.ContainsFunc(rc.Env, func(e corev1.EnvVar) bool { return e.Name == backup.EnvRootPassword }) {
+		t.Errorf("no %s in the env", backup.EnvRootPassword)
 	}
 
 	c.Spec.Backup = nil

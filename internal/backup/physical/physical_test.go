@@ -3,6 +3,7 @@ package physical_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
@@ -288,5 +291,52 @@ func TestRestoreDamagedRefused(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(other, "ibdata1")); string(b) != "theirs" {
 		t.Errorf("the refused restore changed the directory's data")
+	}
+}
+
+// TestResetRootPassword restores a backup whose root password is not the new cluster's (a
+// restore from a bucket alone) and sets it: the server then opens with the new password only,
+// every row is there, nothing was written to a binary log, and a second run changes nothing. A
+// run that fails names the cause, never the password.
+func TestResetRootPassword(t *testing.T) {
+	tools(t)
+	src := source(t, 500)
+	_, st := store(t)
+	o := takeOptions(src, st, t)
+	taken, err := physical.Take(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := checksumAt(t, src, taken.GTIDPosition)
+	dataDir := t.TempDir()
+	if _, err := physical.Restore(t.Context(), physical.RestoreOptions{Tool: physical.MariaDB, Store: st, Key: o.Key, Object: taken.Object, BackupID: "b1", DataDir: dataDir}); err != nil {
+		t.Fatal(err)
+	}
+	const newRoot = "n3w-root-pa55word"
+	for run := range 2 {
+		if err := physical.ResetRootPassword(t.Context(), physical.ResetOptions{DataDir: dataDir, Password: newRoot}); err != nil {
+			t.Fatalf("reset (run %d): %v", run+1, err)
+		}
+	}
+	dst := mariadbtest.Start(t, mariadbtest.Options{DataDir: dataDir, RootPassword: newRoot})
+	if got := checksums(t, dst); got != want {
+		t.Errorf("checksums after the reset %s, want the backup's %s", got, want)
+	}
+	if pos := dst.QueryString(t, "SELECT @@gtid_binlog_pos"); pos != "" {
+		t.Errorf("the reset wrote to the binary log: gtid_binlog_pos %q", pos)
+	}
+	old, err := sql.Open("mysql", dst.DSN(mariadbtest.RootUser, mariadbtest.RootPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	var me *mysql.MySQLError
+	if err := old.PingContext(t.Context()); !errors.As(err, &me) || me.Number != 1045 {
+		t.Errorf("the old root password after the reset: %v; want access denied (1045)", err)
+	}
+	// A directory no server starts on: the error says why, and holds no password.
+	err = physical.ResetRootPassword(t.Context(), physical.ResetOptions{DataDir: filepath.Join(t.TempDir(), "missing"), Password: newRoot, StartTimeout: 20 * time.Second})
+	if err == nil || strings.Contains(err.Error(), newRoot) {
+		t.Errorf("reset on a missing directory = %v; want an error without the password", err)
 	}
 }

@@ -69,6 +69,9 @@ type Options struct {
 	// SkipNetworking runs the server as an image entrypoint runs its temporary
 	// init server: no TCP listener, the Unix socket only (DSN and DB use it).
 	SkipNetworking bool
+	// RootPassword is root's password in DataDir, when it is not RootPassword
+	// (readiness and DB log in with it).
+	RootPassword string
 }
 
 // Server is one running mariadbd.
@@ -90,6 +93,8 @@ type Server struct {
 	sockDir string
 	// socketOnly is Options.SkipNetworking.
 	socketOnly bool
+	// rootPassword is Options.RootPassword, or RootPassword.
+	rootPassword string
 	// ownDir is removed after shutdown (shared servers only; Start's
 	// directories belong to testing.TB.TempDir).
 	ownDir  string
@@ -249,7 +254,7 @@ func launch(o Options, tpl, dataDir string) (*Server, error) {
 		sockDir:  sockDir,
 		logPath:  filepath.Join(dataDir, "mariadbd.err"),
 
-		socketOnly: o.SkipNetworking,
+		socketOnly: o.SkipNetworking, rootPassword: o.RootPassword,
 	}
 	args := append(serverArgs(dataDir, sockDir),
 		"--bind-address="+o.Host,
@@ -335,7 +340,7 @@ func (s *Server) spawn(args []string) error {
 
 func (s *Server) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	db, err := sql.Open("mysql", s.DSN(RootUser, RootPassword))
+	db, err := sql.Open("mysql", s.DSN(RootUser, s.root()))
 	if err != nil {
 		return err
 	}
@@ -358,6 +363,14 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return fmt.Errorf("mariadbd did not answer within %s: %w", timeout, err)
 		}
 	}
+}
+
+// root is root's password on this server.
+func (s *Server) root() string {
+	if s.rootPassword != "" {
+		return s.rootPassword
+	}
+	return RootPassword
 }
 
 // Socket is the path of the server's Unix socket.
@@ -387,7 +400,7 @@ func (s *Server) DSN(user, password string) string {
 // DB returns a root connection pool, closed when the server stops.
 func (s *Server) DB(tb testing.TB) *sql.DB {
 	tb.Helper()
-	s.dbOnce.Do(func() { s.db = s.OpenDB(tb, RootUser, RootPassword) })
+	s.dbOnce.Do(func() { s.db = s.OpenDB(tb, RootUser, s.root()) })
 	return s.db
 }
 

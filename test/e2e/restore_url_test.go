@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
+	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
+	"github.com/mysqlctl/mysqlctl/internal/specs"
+	"github.com/mysqlctl/mysqlctl/internal/testenv"
+	"github.com/mysqlctl/mysqlctl/test/rig"
+)
+
+// TestRestoreFromBucketAlone is the lost namespace: a cluster is backed up, then deleted with its
+// volumes and its credentials Secret, and restored under its own name from the bucket alone
+// (--from-url, as 'backup list' printed it, and the manifest it was created from), through the
+// API server's port-forward, killed once at StartingInstance and run again. The new cluster has a
+// Secret of its own: its root password opens the restored data and the old one no longer does;
+// the rows are the backup's (equal CHECKSUM TABLE, nothing written after the backup); the cluster
+// is Running with its accounts set to the new Secret. No output holds a password.
+func TestRestoreFromBucketAlone(t *testing.T) {
+	t.Parallel()
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const name = "rsu"
+	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "2", "--storage-size", "256Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("create: exit %d\n%s", res.code, res.stderr)
+	}
+	oldSecret := secret(t, ctx, name)
+	oldRoot := string(oldSecret.Data[specs.SecretRootPassword])
+	primary := db(t, mustPodAddr(t, ctx, name+"-0"), oldRoot)
+	execAll(t, ctx, primary, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))",
+		"INSERT INTO app.t SELECT seq, MD5(seq) FROM app.seq_1_to_2000")
+	want := checksum(t, ctx, primary, "app.t")
+	s3 := testenv.StartS3T(t, testenv.S3Options{})
+	useBucket(t, ctx, name, s3)
+	rec := backupCreate(t, name, "--source", name+"-1")
+	execAll(t, ctx, primary, "INSERT INTO app.t VALUES (2001, 'after the backup')")
+	list := mysqlctl(t, "backup", "list", name)
+	var outputs []string
+	outputs = append(outputs, list.stdout, list.stderr)
+	url := "s3://" + s3.Bucket + "/e2e/default/" + name + "/backups/"
+	if list.code != 0 || !strings.Contains(list.stdout+list.stderr, url) {
+		t.Fatalf("backup list: exit %d; want it to name %s:\n%s\n%s", list.code, url, list.stdout, list.stderr)
+	}
+
+	// The manifest the cluster was made from (its spec as it is now, one instance), then the
+	// namespace's loss: the cluster, its volumes and its Secret deleted.
+	manifest := &v1.MysqlCluster{TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "MysqlCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: getCluster(t, ctx, name).Spec}
+	manifest.Spec.Replicas = 1
+	file := filepath.Join(t.TempDir(), name+".yaml")
+	data, err := yaml.Marshal(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deleteCluster(t, name)
+	eventually(t, ctx, name+"'s volume and Secret gone", func() error {
+		if _, err := r.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, specs.DataClaimName(manifest, 0), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errors.New("its volume claim is still there")
+		}
+		if _, err := r.Client.CoreV1().Secrets("default").Get(ctx, specs.SecretName(manifest), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errors.New("its Secret is still there")
+		}
+		return nil
+	})
+
+	// The CLI killed once the cluster is created, then run again with the same command line.
+	args := []string{"restore", name, "--from-url", url, "-f", file}
+	outputs = append(outputs, killAt(t, ctx, orchestrate.StageStartingInstance, args...))
+	defer deleteCluster(t, name)
+	res := mysqlctl(t, append(args, "-o", "json")...)
+	outputs = append(outputs, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("restore --from-url: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	var out struct{ BackupID, From, Phase string }
+	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil || out.BackupID != rec.ID || out.From != url || out.Phase != string(v1.PhaseRunning) {
+		t.Errorf("output %q (%v): want backup %s from %s, Running", res.stdout, err, rec.ID, url)
+	}
+	newSecret := secret(t, ctx, name)
+	newRoot := string(newSecret.Data[specs.SecretRootPassword])
+	if newRoot == "" || newRoot == oldRoot {
+		t.Fatalf("the restored cluster's Secret has root password %d bytes long, the same as the lost one's: %v", len(newRoot), newRoot == oldRoot)
+	}
+	p := db(t, mustPodAddr(t, ctx, name+"-0"), newRoot)
+	if got := checksum(t, ctx, p, "app.t"); got != want {
+		t.Errorf("CHECKSUM TABLE app.t: restored %s, backed up %s", got, want)
+	}
+	var rows int
+	if err := p.QueryRowContext(ctx, "SELECT COUNT(*) FROM app.t").Scan(&rows); err != nil || rows != 2000 {
+		t.Errorf("restored %d rows (%v); want the backup's 2000", rows, err)
+	}
+	addr := mustPodAddr(t, ctx, name+"-0")
+	var me *mysql.MySQLError
+	if err := db(t, addr, oldRoot).PingContext(ctx); !errors.As(err, &me) || me.Number != 1045 {
+		t.Errorf("the lost cluster's root password on the restored server: %v; want access denied (1045)", err)
+	}
+	// The accounts mysqlctl made hold the new Secret's passwords too (the bootstrap set them).
+	orch, err := sql.Open("mysql", rig.DSN(addr, orchestrate.OrchestrationUser, string(newSecret.Data[specs.SecretOrchestrationPassword])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orch.Close()
+	if err := orch.PingContext(ctx); err != nil {
+		t.Errorf("the orchestration account with the new Secret's password: %v", err)
+	}
+	noPasswords(t, oldSecret, outputs...)
+	noPasswords(t, newSecret, outputs...)
+}
