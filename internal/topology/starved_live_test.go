@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,37 @@ func TestLiveStarvedPrimaryReachableAndRepairable(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(s.Warnings, "; "), "purged position unknown") {
 		t.Errorf("warnings %q do not say the purged position was not read", s.Warnings)
+	}
+
+	// The supervisor's sentinel session logs in through the admin port and answers its pulses
+	// on time, every slot of the server's port taken (control: there it is refused, 1040).
+	main, err := Connect(Target{Name: p.Name, Host: p.Host, Port: p.Port}, ConnectOptions{
+		Dialer: DirectDialer{Timeout: 3 * time.Second}, Credentials: Credentials{User: mariadbtest.RootUser, Password: mariadbtest.RootPassword},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer main.Close()
+	if ss, err := main.OpenSentinel(context.Background()); err == nil || !strings.Contains(err.Error(), "1040") {
+		if ss != nil {
+			ss.Close()
+		}
+		t.Fatalf("control: a sentinel through the full server port: %v, want Too many connections (1040)", err)
+	}
+	sentinel := connectAdmin()
+	ss, err := sentinel.OpenSentinel(context.Background())
+	if err != nil {
+		t.Fatalf("a sentinel through the admin port of a starved primary: %v", err)
+	}
+	var late atomic.Int32
+	for range 3 {
+		if err := ss.Pulse(context.Background(), 100*time.Millisecond, 200*time.Millisecond, func() { late.Add(1) }); err != nil {
+			t.Fatalf("a sentinel pulse through the admin port of a starved primary: %v", err)
+		}
+	}
+	ss.Close()
+	if n := late.Load(); n != 0 {
+		t.Errorf("%d of 3 pulses answered late on a starved primary's admin port: a late answer starts a check", n)
 	}
 
 	// Control: through the server's port, replication is locked out.
