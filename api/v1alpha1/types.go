@@ -269,11 +269,37 @@ type BackupSpec struct {
 	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9][0-9a-z.]*|[^@ ][^ ]*( +[^ ]+){4})$`
 	Schedule string `json:"schedule,omitempty"`
 
+	// Which backups are kept: `watch` deletes the others after each scheduled backup that
+	// succeeds, and `backup prune` on demand. Absent: every backup stays until deleted by hand.
+	// +optional
+	Retention *BackupRetention `json:"retention,omitempty"`
+
 	// mysqlctl's container image, from which a backup Job copies the agent that streams the
 	// backup (default mysqlctl:latest). The copy itself runs in the source pod's own server image.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	AgentImage string `json:"agentImage,omitempty"`
+}
+
+// BackupRetention says which complete backups are kept; a backup either rule would delete is kept
+// when it is one of the newest minKeep. Directories left by a copy that failed or was aborted
+// (no manifest) are deleted once a newer backup is complete; damaged and failed backups are left
+// for a person.
+// +kubebuilder:validation:XValidation:rule="has(self.keepLast) || has(self.maxAge)",message="backup.retention needs keepLast or maxAge (or both)"
+type BackupRetention struct {
+	// Keep the newest this many complete backups; older ones are deleted.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	KeepLast int32 `json:"keepLast,omitempty"`
+
+	// Delete complete backups whose copy finished longer ago than this, for example 720h.
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+
+	// However old, the newest this many complete backups are kept (default 1).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinKeep int32 `json:"minKeep,omitempty"`
 }
 
 // StorageSpec is the persistent volume claimed per instance. It is fixed once the cluster exists:

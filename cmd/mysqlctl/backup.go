@@ -41,13 +41,13 @@ Set spec.backup first (kubectl edit, or apply -f):
 A backup is recorded in status.backup, a slot of its own: it never holds up a failover or a
 switchover, and one runs at a time per cluster.
 
-list, describe and delete read the bucket from where they run, with the keys of that Secret
+list, describe, delete and prune read the bucket from where they run, with the keys of that Secret
 (read through the API server); --endpoint replaces spec.backup.endpoint when this machine
 reaches the store at another address than the cluster does.`,
 		Args: cmdutil.NoArgs,
 	}
 	cmd.AddCommand(NewCmdBackupCreate(f, nil), NewCmdBackupAbort(f),
-		NewCmdBackupList(f, nil), NewCmdBackupDescribe(f, nil), NewCmdBackupDelete(f, nil))
+		NewCmdBackupList(f, nil), NewCmdBackupDescribe(f, nil), NewCmdBackupDelete(f, nil), NewCmdBackupPrune(f, nil))
 	return cmd
 }
 

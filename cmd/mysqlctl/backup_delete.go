@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
+	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
 	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
@@ -18,10 +19,42 @@ type BackupDeleteOptions struct {
 	f *cmdutil.Factory
 	bucketFlags
 
-	Name   string
-	ID     string
+	Name string
+	ID   string
+	confirmFlags
+}
+
+// confirmFlags are the flags of a command that deletes from the bucket: --yes and --dry-run.
+type confirmFlags struct {
 	Yes    bool
 	DryRun cmdutil.DryRun
+}
+
+// add adds --yes and --dry-run (with its help).
+func (c *confirmFlags) add(cmd *cobra.Command, dryRun string) {
+	cmd.Flags().BoolVarP(&c.Yes, "yes", "y", false, "Do not ask for confirmation")
+	cmdutil.AddDryRunFlag(cmd, &c.DryRun, dryRun)
+}
+
+// canAsk refuses a run that would have to ask off a terminal.
+func (c *confirmFlags) canAsk(f *cmdutil.Factory, command string) error {
+	if !c.Yes && c.DryRun == cmdutil.DryRunNone && !f.IOStreams.IsStdinTTY() {
+		return cmdutil.FlagErrorf("not on a terminal, so %s cannot ask for confirmation: add --yes", command)
+	}
+	return nil
+}
+
+// confirmed asks the question (unless --yes) and reports whether the answer is want.
+func (c *confirmFlags) confirmed(ios *iostreams.IOStreams, question, want string) error {
+	if c.Yes {
+		return nil
+	}
+	fmt.Fprint(ios.ErrOut, question)
+	answer, _ := bufio.NewReader(ios.In).ReadString('\n')
+	if strings.TrimSpace(answer) != want {
+		return fmt.Errorf("not confirmed: nothing deleted")
+	}
+	return nil
 }
 
 // NewCmdBackupDelete deletes one backup from the cluster's bucket.
@@ -53,8 +86,8 @@ On a terminal, delete asks for confirmation (type the backup's ID); --yes skips 
 			if err := o.validate(); err != nil {
 				return err
 			}
-			if !o.Yes && o.DryRun == cmdutil.DryRunNone && !f.IOStreams.IsStdinTTY() {
-				return cmdutil.FlagErrorf("not on a terminal, so backup delete cannot ask for confirmation: add --yes")
+			if err := o.canAsk(f, "backup delete"); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(o)
@@ -63,8 +96,7 @@ On a terminal, delete asks for confirmation (type the backup's ID); --yes skips 
 		},
 	}
 	o.addFlags(cmd, false)
-	cmd.Flags().BoolVarP(&o.Yes, "yes", "y", false, "Do not ask for confirmation")
-	cmdutil.AddDryRunFlag(cmd, &o.DryRun, "List what would be deleted and delete nothing (client)")
+	o.add(cmd, "List what would be deleted and delete nothing (client)")
 	return cmd
 }
 
@@ -98,12 +130,8 @@ func (o *BackupDeleteOptions) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	if !o.Yes {
-		fmt.Fprintf(ios.ErrOut, "Delete %s from %s? Type the backup ID to confirm: ", what, b.location(e.ID))
-		answer, _ := bufio.NewReader(ios.In).ReadString('\n')
-		if strings.TrimSpace(answer) != e.ID {
-			return fmt.Errorf("not confirmed: nothing deleted")
-		}
+	if err := o.confirmed(ios, fmt.Sprintf("Delete %s from %s? Type the backup ID to confirm: ", what, b.location(e.ID)), e.ID); err != nil {
+		return err
 	}
 	d, err := catalog.Delete(ctx, b.store, ns, name, e, o.f.Clock())
 	if err != nil {

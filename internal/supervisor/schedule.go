@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
+	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 )
@@ -317,7 +321,52 @@ func (w *watcher) takeScheduledBackup(ctx context.Context, c *v1.MysqlCluster) t
 	}
 	w.scheduleErr, w.scheduleFails = "", 0
 	w.report(Transition{Action: "backup", Reason: fmt.Sprintf("backup %s completed: %d bytes stored from %s, at GTID %s", rec.ID, rec.StoredBytes, rec.Source, rec.GTIDPosition)})
+	w.applyRetention(ctx)
 	return 0
+}
+
+// applyRetention deletes the backups spec.backup.retention no longer keeps, after a scheduled
+// backup succeeded (as 'backup prune' does), and reports what it deleted; a bucket this process
+// cannot reach (a watch outside the cluster, an in-cluster endpoint) is reported, and the backups
+// stay until a prune that can reach it.
+func (w *watcher) applyRetention(ctx context.Context) {
+	r := w.s.Runner
+	c := &v1.MysqlCluster{}
+	if err := r.Kube.Get(ctx, w.key, c); err != nil {
+		return
+	}
+	rule, ok := catalog.RetentionOf(c)
+	if !ok {
+		return
+	}
+	deleted, err := pruneBackups(ctx, r.Kube, c, rule, r.Clock())
+	ids := make([]string, 0, len(deleted))
+	for _, e := range deleted {
+		ids = append(ids, e.Entry.ID)
+	}
+	if len(ids) > 0 {
+		msg := fmt.Sprintf("deleted %d backup(s) spec.backup.retention no longer keeps (%s): %s", len(ids), rule, strings.Join(ids, ", "))
+		r.Event(ctx, c, false, "BackupsPruned", msg)
+		w.report(Transition{Action: "backup", Reason: msg})
+	}
+	if err != nil {
+		msg := fmt.Sprintf("retention not applied: %v; the backups stay until 'backup prune %s' (with --endpoint where the bucket is reached at another address)", err, c.Name)
+		r.Event(ctx, c, true, "BackupPruneFailed", msg)
+		w.report(Transition{Action: "backup", Reason: msg})
+	}
+}
+
+// pruneBackups opens the cluster's bucket and prunes it (catalog.Prune).
+func pruneBackups(ctx context.Context, kube client.Reader, c *v1.MysqlCluster, rule catalog.Retention, now time.Time) ([]catalog.Expired, error) {
+	cfg, err := catalog.StoreConfig(ctx, kube, c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := objectstore.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.Prune(ctx, st, c, rule, now, false)
 }
 
 // abortStuck aborts a backup whose copy did not start in time (refused by the abort when it
