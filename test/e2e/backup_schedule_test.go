@@ -75,6 +75,25 @@ func TestWatchTakesScheduledBackups(t *testing.T) {
 	}
 	noOverlap(t, name)
 
+	// A retention rule (the newest complete backup only), applied by watch once the next
+	// scheduled backup completes: the first backup is deleted from the bucket.
+	updateSpec(t, ctx, name, func(s *v1.MysqlClusterSpec) { s.Backup.Retention = &v1.BackupRetention{KeepLast: 1} })
+	eventually(t, ctx, "watch pruning the first backup", func() error {
+		pruned, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=BackupsPruned"})
+		if err != nil {
+			return err
+		}
+		for _, e := range pruned.Items {
+			if strings.Contains(e.Message, first.ID) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d BackupsPruned events, none naming %s", len(pruned.Items), first.ID)
+	})
+	if res := mysqlctl(t, "backup", "list", name, "-o", "json"); res.code != 0 || strings.Contains(res.stdout, first.ID) {
+		t.Errorf("backup list after the prune: exit %d, want %s gone:\n%s", res.code, first.ID, res.stdout)
+	}
+
 	// Every backup the schedule began names its own schedule time.
 	events, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=BackupScheduled"})
 	if err != nil {
