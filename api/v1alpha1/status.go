@@ -558,8 +558,10 @@ type HAStatus struct {
 	// failover.failureThreshold only across checks of the same pod.
 	// +optional
 	SuspectedPodUID string `json:"suspectedPodUID,omitempty"`
-	// Consecutive failed checks of the primary; a restarted `watch` continues this count when
-	// lastFailedCheck is recent.
+	// Consecutive failed checks of the primary, at least (quick re-checks of a refused or
+	// restarted primary are recorded at most once a detection interval, and the count is then
+	// brought up to date); a restarted `watch` continues this count when lastFailedCheck is
+	// recent.
 	// +optional
 	FailedChecks int32 `json:"failedChecks,omitempty"`
 	// When the newest failed check ended; a `watch` started later continues the count only within

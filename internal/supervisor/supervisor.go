@@ -668,6 +668,9 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 		if prev == a.State && h.FailedChecks == failed && h.SuspectedPodUID == uid && (waiting || h.WaitingForLease == nil) && !stale {
 			return nil
 		}
+		if countOnly(h, a, failed, uid, waiting, ch.At, orchestrate.DetectionInterval(c)) {
+			return nil
+		}
 	}
 	now := metav1.NewTime(w.s.Runner.Clock())
 	evidence := append([]string{a.Reason}, j.Evidence...)
@@ -720,6 +723,20 @@ func (w *watcher) record(ctx context.Context, c *v1.MysqlCluster, a failover.Ass
 	})
 	w.report(Transition{From: prev, To: a.State, Primary: c.Status.CurrentPrimary, Reason: a.Reason})
 	return nil
+}
+
+// countOnly reports whether a record would only raise the count of failed checks of the same
+// pod, in the same state, with a strong signal's quick re-check (failover.StrongRecheck) next,
+// less than an interval after the check last recorded: it is not written then. The re-checks go
+// on writing what they find (the failover called for, or the primary back), and a write between
+// two checks 62 ms apart would only delay the second; a record is still written at least once an
+// interval (checks that each take long, a high failureThreshold). A supervisor that dies
+// meanwhile leaves the lower count recorded: its successor counts again, never further. (Assess
+// gives a Next this short only to a strong signal.)
+func countOnly(h *v1.HAStatus, a failover.Assessment, failed int32, uid string, waiting bool, at time.Time, interval time.Duration) bool {
+	return h != nil && string(h.State) == a.State && h.SuspectedPodUID == uid && h.FailedChecks > 0 && failed > h.FailedChecks &&
+		!waiting && h.WaitingForLease == nil && a.Next > 0 && a.Next <= failover.StrongRecheck(interval) &&
+		h.LastFailedCheck != nil && at.Sub(h.LastFailedCheck.Time) < interval
 }
 
 // withLease runs fn on a copy of the template Runner that holds the cluster's Lease. wait says

@@ -107,3 +107,42 @@ func TestWakeDelay(t *testing.T) {
 		})
 	}
 }
+
+func TestCountOnly(t *testing.T) {
+	interval := time.Second
+	strong, fast := failover.StrongRecheck(interval), interval/8
+	last := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	suspected := func(n int32) *v1.HAStatus {
+		at := metav1.NewTime(last)
+		return &v1.HAStatus{State: v1.HASuspected, FailedChecks: n, SuspectedPodUID: "u1", LastFailedCheck: &at}
+	}
+	for _, c := range []struct {
+		name    string
+		h       *v1.HAStatus
+		a       failover.Assessment
+		failed  int32
+		uid     string
+		waiting bool
+		want    bool
+	}{
+		{"a strong signal's second check, a quick re-check next", suspected(1), failover.Assessment{State: failover.HASuspected, Next: strong}, 2, "u1", false, true},
+		{"the first failed check (a state change)", &v1.HAStatus{State: v1.HAHealthy}, failover.Assessment{State: failover.HASuspected, Next: strong}, 1, "u1", false, false},
+		{"the failover called for", suspected(2), failover.Assessment{State: failover.HAFailoverRequired, Next: interval}, 3, "u1", false, false},
+		{"a silence: re-checked at interval/8", suspected(1), failover.Assessment{State: failover.HASuspected, Next: fast}, 2, "u1", false, false},
+		{"another pod", suspected(1), failover.Assessment{State: failover.HASuspected, Next: strong}, 2, "u2", false, false},
+		{"the count fell", suspected(2), failover.Assessment{State: failover.HASuspected, Next: strong}, 1, "u1", false, false},
+		{"waiting for the Lease", suspected(1), failover.Assessment{State: failover.HASuspected, Next: strong}, 2, "u1", true, false},
+		{"no record yet", nil, failover.Assessment{State: failover.HASuspected, Next: strong}, 2, "u1", false, false},
+		{"an interval since the check last recorded", suspected(4), failover.Assessment{State: failover.HASuspected, Next: strong}, 5, "u1", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at := last.Add(strong)
+			if c.name == "an interval since the check last recorded" {
+				at = last.Add(interval)
+			}
+			if got := countOnly(c.h, c.a, c.failed, c.uid, c.waiting, at, interval); got != c.want {
+				t.Fatalf("countOnly = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
