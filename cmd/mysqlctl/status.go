@@ -16,6 +16,7 @@ import (
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/iostreams"
+	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
 )
@@ -227,6 +228,9 @@ func backupLine(c *v1.MysqlCluster, now time.Time) (line string, ok bool) {
 	}
 	if sched := scheduleLine(c, now); sched != "" {
 		parts = append(parts, sched)
+	}
+	if rule, ok := catalog.RetentionOf(c); ok {
+		parts = append(parts, "retention: "+rule.String())
 	}
 	return strings.Join(parts, "; "), true
 }

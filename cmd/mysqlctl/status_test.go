@@ -318,6 +318,11 @@ func TestBackupLine(t *testing.T) {
 	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; schedule "0 3 * * *", next 2026-12-08 03:00 UTC (in 15h), 2 missed (last 33h ago: no watch)`) {
 		t.Errorf("a kept schedule: %q", line)
 	}
+	// The retention rule, in words.
+	c.Spec.Backup.Retention = &v1.BackupRetention{KeepLast: 7, MaxAge: &metav1.Duration{Duration: 720 * time.Hour}, MinKeep: 2}
+	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; retention: keep the newest 7 and those finished within 720h0m0s, and at least the newest 2`) {
+		t.Errorf("a retention rule: %q", line)
+	}
 }
 
 func TestScaleLine(t *testing.T) {
