@@ -196,12 +196,9 @@ func (o *BackupListOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := catalog.Read(ctx, b.store, b.cluster.Namespace, b.cluster.Name, b.runningID())
+	entries, err := catalog.ReadJudged(ctx, b.store, b.cluster)
 	if err != nil {
 		return b.explain(o.f, err)
-	}
-	for i := range entries {
-		entries[i] = entries[i].Judge(b.cluster)
 	}
 	ios := o.f.IOStreams
 	if o.Output != cmdutil.OutputTable {

@@ -80,7 +80,7 @@ func (o *BackupPruneOptions) Run(ctx context.Context) error {
 	}
 	ios := o.f.IOStreams
 	now := o.f.Clock()
-	expired, err := catalog.Prune(ctx, b.store, b.cluster, rule, now, true)
+	expired, err := catalog.Expiring(ctx, b.store, b.cluster, rule, now)
 	if err != nil {
 		return b.explain(o.f, err)
 	}
@@ -101,7 +101,8 @@ func (o *BackupPruneOptions) Run(ctx context.Context) error {
 	if err := o.confirmed(ios, fmt.Sprintf("Delete these %d backup(s) from %s? Type yes to confirm: ", len(expired), b.location("")), "yes"); err != nil {
 		return err
 	}
-	deleted, err := catalog.Prune(ctx, b.store, b.cluster, rule, now, false)
+	// Exactly what was listed (and confirmed): a backup that expired since waits for the next prune.
+	deleted, err := catalog.DeleteExpired(ctx, b.store, b.cluster, expired, now)
 	for _, e := range deleted {
 		fmt.Fprintf(ios.Out, "deleted %s\n", e.Entry.ID)
 	}

@@ -43,6 +43,12 @@ func TestBackupPrune(t *testing.T) {
 	if err := kubeClient(t).Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "bkl"}, c); err != nil {
 		t.Fatal(err)
 	}
+	// The API server refuses a rule that deletes nothing (minKeep alone).
+	bad := c.DeepCopy()
+	bad.Spec.Backup.Retention = &v1.BackupRetention{MinKeep: 2}
+	if err := kubeClient(t).Update(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "backup.retention needs keepLast or maxAge") {
+		t.Errorf("a retention of minKeep alone: %v; want it refused", err)
+	}
 	c.Spec.Backup.Retention = &v1.BackupRetention{KeepLast: 1}
 	if err := kubeClient(t).Update(t.Context(), c); err != nil {
 		t.Fatal(err)

@@ -212,10 +212,6 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		out.BackupTaken = &m.FinishedAt
 	}
 	out.BackupID, out.GTIDPosition = target.Spec.Restore.BackupID, target.Spec.Restore.GTIDPosition
-	if target.Status.CurrentPrimary != "" && target.Status.Scale == nil && o.Replicas == 0 && target.Spec.Replicas != 1 {
-		// Restored, and scaled since (a restore creates one instance): left at its count.
-		out.Replicas = target.Spec.Replicas
-	}
 	return o.createAndCarryOut(ctx, c, src, target, out, ensureSecretCopy)
 }
 
@@ -225,6 +221,10 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 func (o *RestoreOptions) createAndCarryOut(ctx context.Context, c client.Client, src, target *v1.MysqlCluster, out restoreOutput,
 	secret func(context.Context, client.Client, *v1.MysqlCluster, *v1.MysqlCluster) (bool, error),
 ) error {
+	if target.Status.CurrentPrimary != "" && target.Status.Scale == nil && o.Replicas == 0 && target.Spec.Replicas != 1 {
+		// Restored, and scaled since (a restore creates one instance): left at its count.
+		out.Replicas = target.Spec.Replicas
+	}
 	if o.DryRun != cmdutil.DryRunNone {
 		out.DryRun = true
 		return o.print(out)

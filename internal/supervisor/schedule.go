@@ -356,7 +356,7 @@ func (w *watcher) applyRetention(ctx context.Context) {
 	}
 }
 
-// pruneBackups opens the cluster's bucket and prunes it (catalog.Prune).
+// pruneBackups opens the cluster's bucket and deletes the backups the rule expires.
 func pruneBackups(ctx context.Context, kube client.Reader, c *v1.MysqlCluster, rule catalog.Retention, now time.Time) ([]catalog.Expired, error) {
 	cfg, err := catalog.StoreConfig(ctx, kube, c)
 	if err != nil {
@@ -366,7 +366,11 @@ func pruneBackups(ctx context.Context, kube client.Reader, c *v1.MysqlCluster, r
 	if err != nil {
 		return nil, err
 	}
-	return catalog.Prune(ctx, st, c, rule, now, false)
+	expired, err := catalog.Expiring(ctx, st, c, rule, now)
+	if err != nil {
+		return nil, err
+	}
+	return catalog.DeleteExpired(ctx, st, c, expired, now)
 }
 
 // abortStuck aborts a backup whose copy did not start in time (refused by the abort when it

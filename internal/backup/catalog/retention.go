@@ -101,11 +101,9 @@ func Expire(entries []Entry, r Retention, now time.Time) []Expired {
 	return out
 }
 
-// Prune reads the cluster's backups in st and deletes those the rule expires at now (none when
-// dryRun), oldest first, each as Delete deletes one (the manifest first: a prune interrupted
-// leaves incomplete directories, which the next prune removes). It returns the backups it
-// expired, and with an error, only those deleted before it.
-func Prune(ctx context.Context, st Store, c *v1.MysqlCluster, r Retention, now time.Time, dryRun bool) ([]Expired, error) {
+// ReadJudged reads the cluster's backups in st (the one status.backup.running names marked so),
+// each judged against the cluster (Entry.Judge), newest first.
+func ReadJudged(ctx context.Context, st Store, c *v1.MysqlCluster) ([]Entry, error) {
 	running := ""
 	if b := c.Status.Backup; b != nil && b.Running != nil {
 		running = b.Running.ID
@@ -117,10 +115,23 @@ func Prune(ctx context.Context, st Store, c *v1.MysqlCluster, r Retention, now t
 	for i := range entries {
 		entries[i] = entries[i].Judge(c)
 	}
-	expired := Expire(entries, r, now)
-	if dryRun {
-		return expired, nil
+	return entries, nil
+}
+
+// Expiring reads the cluster's backups in st and returns those the rule expires at now.
+func Expiring(ctx context.Context, st Store, c *v1.MysqlCluster, r Retention, now time.Time) ([]Expired, error) {
+	entries, err := ReadJudged(ctx, st, c)
+	if err != nil {
+		return nil, err
 	}
+	return Expire(entries, r, now), nil
+}
+
+// DeleteExpired deletes the backups given (as Expiring returned them: a person may have been
+// shown that list and confirmed it, so nothing else is deleted), oldest first, each as Delete
+// deletes one (the manifest first: a prune interrupted leaves incomplete directories, which
+// the next prune removes). With an error it returns those deleted before it.
+func DeleteExpired(ctx context.Context, st Store, c *v1.MysqlCluster, expired []Expired, now time.Time) ([]Expired, error) {
 	for i, e := range expired {
 		if _, err := Delete(ctx, st, c.Namespace, c.Name, e.Entry, now); err != nil {
 			return expired[:i], err

@@ -89,7 +89,8 @@ func TestExpire(t *testing.T) {
 }
 
 // TestPrune: on a real store, the rule's backups are deleted (every object, the manifest first)
-// and the others stay listed as they were; a dry run deletes nothing.
+// and the others stay listed as they were; listing them deletes nothing, and a backup that expires
+// after the listing is not deleted with it.
 func TestPrune(t *testing.T) {
 	s := testenv.StartS3T(t, testenv.S3Options{})
 	st := storeOf(t, s)
@@ -105,16 +106,19 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("RetentionOf = %+v, %v", rule, ok)
 	}
 	now := time.Date(2026, 12, 10, 0, 0, 0, 0, time.UTC)
-	dry, err := catalog.Prune(t.Context(), st, c, rule, now, true)
+	dry, err := catalog.Expiring(t.Context(), st, c, rule, now)
 	if err != nil || !slices.Equal(expiredIDs(dry), ids[:2]) {
-		t.Fatalf("dry run: %v, %v; want %v", expiredIDs(dry), err, ids[:2])
+		t.Fatalf("expiring: %v, %v; want %v", expiredIDs(dry), err, ids[:2])
 	}
 	if es, _ := catalog.Read(t.Context(), st, "db", "demo", ""); len(es) != 4 {
-		t.Fatalf("a dry run deleted something: %d entries left", len(es))
+		t.Fatalf("listing what expires deleted something: %d entries left", len(es))
 	}
-	done, err := catalog.Prune(t.Context(), st, c, rule, now, false)
+	// A newer backup completes between the listing (a person confirming it) and the delete:
+	// the third backup expires now too, and still only what was listed is deleted.
+	putBackup(t, st, "20261205T000000Z", "data.xbstream.zst")
+	done, err := catalog.DeleteExpired(t.Context(), st, c, dry, now)
 	if err != nil || !slices.Equal(expiredIDs(done), ids[:2]) {
-		t.Fatalf("prune: %v, %v; want %v", expiredIDs(done), err, ids[:2])
+		t.Fatalf("delete: %v, %v; want %v", expiredIDs(done), err, ids[:2])
 	}
 	es, err := catalog.Read(t.Context(), st, "db", "demo", "")
 	if err != nil {
@@ -124,7 +128,7 @@ func TestPrune(t *testing.T) {
 	for _, e := range es {
 		left = append(left, e.ID+" "+string(e.State))
 	}
-	if want := []string{ids[3] + " complete", ids[2] + " complete"}; !slices.Equal(left, want) {
+	if want := []string{"20261205T000000Z complete", ids[3] + " complete", ids[2] + " complete"}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
 	}
 	if _, ok := catalog.RetentionOf(&v1.MysqlCluster{Spec: v1.MysqlClusterSpec{Backup: &v1.BackupSpec{}}}); ok {
