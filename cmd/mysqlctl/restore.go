@@ -31,8 +31,9 @@ import (
 type RestoreOptions struct {
 	f *cmdutil.Factory
 
-	// Name is the new cluster; From is --from, SourceName and BackupID what it names.
-	Name, From, SourceName, BackupID string
+	// Name is the new cluster; From is --from, SourceName and BackupID what it names, and
+	// FromNamespace the source's namespace (--from-namespace; default the new cluster's).
+	Name, From, SourceName, BackupID, FromNamespace string
 	// FromURL is --from-url, a restore from the bucket alone, with the new cluster's spec
 	// from File (-f); url is FromURL parsed.
 	FromURL, File string
@@ -54,10 +55,9 @@ func NewCmdRestore(f *cmdutil.Factory, runF func(*RestoreOptions) error) *cobra.
 	cmd := &cobra.Command{
 		Use:   "restore NEWNAME (--from NAME[/BACKUP] | --from-url s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP] -f FILE)",
 		Short: "Restore a backup into a new cluster",
-		Long: `Restore creates the cluster NEWNAME, in NAME's namespace and with NAME's spec, from a backup of
-NAME: the newest complete one, or BACKUP. The backup is read from NAME's bucket (spec.backup), and
-the new cluster keeps that bucket for its own backups. Each stage is recorded in the new cluster's
-status.operation:
+		Long: `Restore creates the cluster NEWNAME, with NAME's spec, from a backup of NAME: the newest complete
+one, or BACKUP. The backup is read from NAME's bucket (spec.backup), and the new cluster keeps that
+bucket for its own backups. Each stage is recorded in the new cluster's status.operation:
 
   RestoringData       a Job of the cluster's server image claims the first instance's volume,
                       downloads the backup (every byte checked against the manifest's SHA-256: a
@@ -78,6 +78,12 @@ NEWNAME' continues its recorded stage). Its volume must be new and empty.
 The new cluster's credentials Secret is a copy of NAME's (the restored data holds NAME's accounts
 and passwords, as they were when the backup was taken).
 
+NEWNAME is made in the namespace of -n (the context's by default), and NAME is read from the same
+namespace unless --from-namespace names another. Restored into another namespace, the new cluster
+reads the bucket with the Secret its spec.backup names in its own namespace: it must exist there
+first (the backup is listed with its keys before anything is created, so keys that cannot read the
+bucket are refused at once).
+
 With --from-url the backup is read from the bucket alone, when NAME is gone (its namespace
 deleted, or another Kubernetes cluster): the URL is where 'backup list' said NAME's backups are,
 with a BACKUP at its end or not (the newest complete one), and -f is a MysqlCluster manifest (the
@@ -92,6 +98,8 @@ starts, and the bootstrap sets those of replication's, mysqlctl's and the applic
 			"%[1]s restore demo-restored --from demo",
 			"# Restore one backup, with one replica",
 			"%[1]s restore demo-restored --from demo/20261207T001359Z-k3x9qa --replicas 2",
+			"# Restore demo of namespace prod into the namespace staging (staging needs the bucket's Secret)",
+			"%[1]s restore demo -n staging --from demo --from-namespace prod",
 			"# Show which backup would be restored, and the new cluster, without creating anything",
 			"%[1]s restore demo-restored --from demo --dry-run",
 			"# demo's namespace is gone: restore its newest backup from the bucket, with the spec of demo.yaml",
@@ -110,6 +118,7 @@ starts, and the bootstrap sets those of replication's, mysqlctl's and the applic
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.From, "from", "", "The cluster whose backup is restored, as NAME (its newest complete backup) or NAME/BACKUP")
+	fl.StringVar(&o.FromNamespace, "from-namespace", "", "With --from: the namespace of NAME (default: the new cluster's, that of -n)")
 	fl.StringVar(&o.FromURL, "from-url", "", "Restore from the bucket alone: s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP], as 'backup list' prints it (needs -f)")
 	fl.StringVarP(&o.File, "filename", "f", "", "With --from-url: a MysqlCluster manifest whose spec the new cluster gets (its spec.backup names the bucket)")
 	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
@@ -130,6 +139,8 @@ func (o *RestoreOptions) validate() error {
 	switch {
 	case o.From != "" && o.FromURL != "":
 		return cmdutil.FlagErrorf("--from and --from-url cannot be combined: give one")
+	case o.FromNamespace != "" && o.From == "":
+		return cmdutil.FlagErrorf("--from-namespace is for --from (a --from-url names the namespace in its path)")
 	case o.FromURL != "":
 		if o.File == "" {
 			return cmdutil.FlagErrorf("--from-url needs -f FILE: a MysqlCluster manifest whose spec the new cluster gets (the source cluster, and its spec, may be gone)")
@@ -149,7 +160,10 @@ func (o *RestoreOptions) validate() error {
 	if name == "" || strings.Contains(id, "/") {
 		return cmdutil.FlagErrorf("--from %q is not NAME or NAME/BACKUP", o.From)
 	}
-	if name == o.Name {
+	if errs := validation.IsDNS1123Label(o.FromNamespace); o.FromNamespace != "" && len(errs) > 0 {
+		return cmdutil.FlagErrorf("--from-namespace %q is not a valid namespace: %s", o.FromNamespace, strings.Join(errs, "; "))
+	}
+	if name == o.Name && o.FromNamespace == "" {
 		return cmdutil.FlagErrorf("NEWNAME is the cluster the backup comes from: a restore creates a new cluster (restore in place is not supported)")
 	}
 	o.SourceName, o.BackupID = name, id
@@ -191,21 +205,31 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if o.FromURL != "" {
 		return o.runFromURL(ctx)
 	}
-	c, src, err := loadCluster(ctx, o.f, o.SourceName)
+	ns, err := o.f.Namespace()
 	if err != nil {
 		return err
 	}
-	target, err := o.existingRestore(ctx, c, src.Namespace, src)
+	c, src, err := loadClusterIn(ctx, o.f, o.FromNamespace, o.SourceName)
 	if err != nil {
 		return err
 	}
-	out := restoreOutput{Cluster: src.Namespace + "/" + o.Name, From: src.Namespace + "/" + src.Name, Replicas: o.replicas(src)}
+	if src.Namespace == ns && src.Name == o.Name {
+		return cmdutil.FlagErrorf("NEWNAME is the cluster the backup comes from (%s/%s): a restore creates a new cluster (restore in place is not supported)", ns, o.Name)
+	}
+	target, err := o.existingRestore(ctx, c, ns, src)
+	if err != nil {
+		return err
+	}
+	out := restoreOutput{Cluster: ns + "/" + o.Name, From: src.Namespace + "/" + src.Name, Replicas: o.replicas(src)}
 	if target == nil {
-		m, obj, err := o.chooseBackup(ctx, src)
+		if err := namespaceExists(ctx, c, ns); err != nil {
+			return err
+		}
+		m, obj, err := o.chooseBackup(ctx, c, src, ns)
 		if err != nil {
 			return err
 		}
-		target = restoreTarget(src, o.Name, o.Image, m, obj)
+		target = restoreTarget(src, ns, o.Name, o.Image, m, obj)
 		if err := sameSeries(m, target.Spec.Image); err != nil {
 			return err
 		}
@@ -353,17 +377,29 @@ func (o *RestoreOptions) print(out restoreOutput) error {
 	return err
 }
 
-// chooseBackup reads the source's bucket and returns the backup to restore: BACKUP, or the newest
-// complete one. Only a complete physical backup of this very cluster is restored.
-func (o *RestoreOptions) chooseBackup(ctx context.Context, src *v1.MysqlCluster) (*backup.Manifest, backup.Object, error) {
+// chooseBackup reads the source's bucket, with the keys the new cluster will read it with (the
+// Secret of the source's spec.backup in namespace ns, the new cluster's), and returns the backup to
+// restore: BACKUP, or the newest complete one. Only a complete physical backup of this very
+// cluster is restored.
+func (o *RestoreOptions) chooseBackup(ctx context.Context, c client.Client, src *v1.MysqlCluster, ns string) (*backup.Manifest, backup.Object, error) {
 	if src.Spec.Backup == nil {
 		return nil, backup.Object{}, catalog.NoBackupSpec(src)
 	}
-	b, err := openBucket(ctx, o.f, src.Name, o.Endpoint)
+	b, err := o.bucketIn(ctx, c, src, ns)
 	if err != nil {
 		return nil, backup.Object{}, err
 	}
 	return o.chooseIn(ctx, src, b)
+}
+
+// namespaceExists refuses a namespace that does not exist before anything is created in it (one
+// this user may not read is left for the creation to judge).
+func namespaceExists(ctx context.Context, c client.Client, ns string) error {
+	err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the namespace %s does not exist: create it ('kubectl create namespace %s'), or restore into another with -n", outcome.ErrInvalid, ns, ns)
+	}
+	return nil
 }
 
 // chooseIn is chooseBackup in the bucket b holds src's backups in.
@@ -412,11 +448,11 @@ func newestComplete(src *v1.MysqlCluster, entries []catalog.Entry, location stri
 	return *best, nil
 }
 
-// restoreTarget is the new cluster: the source's spec (image, when set, replacing its image), one
+// restoreTarget is the new cluster, NEWNAME in namespace ns: the source's spec (image, when set, replacing its image), one
 // instance (the others are added by a scale once it runs), and spec.restore naming the backup.
-func restoreTarget(src *v1.MysqlCluster, name, image string, m *backup.Manifest, obj backup.Object) *v1.MysqlCluster {
+func restoreTarget(src *v1.MysqlCluster, ns, name, image string, m *backup.Manifest, obj backup.Object) *v1.MysqlCluster {
 	t := &v1.MysqlCluster{}
-	t.Name, t.Namespace = name, src.Namespace
+	t.Name, t.Namespace = name, ns
 	t.Spec = *src.Spec.DeepCopy()
 	t.Spec.Replicas = 1
 	t.Spec.Restore = &v1.RestoreSpec{

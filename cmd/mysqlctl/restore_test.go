@@ -88,6 +88,7 @@ func TestRestoreChoosesAndRefuses(t *testing.T) {
 	check("in place", cmdutil.ExitUsage, "restore in place is not supported", "bkl", "--from", "bkl")
 	check("no --from", cmdutil.ExitUsage, "--from (or --from-url) is required", "rst-new")
 	outs = append(outs, checkFromURL(t, check, bkNew)...)
+	outs = append(outs, checkFromNamespace(t, bkNew)...)
 	check("a bad name", cmdutil.ExitUsage, `NEWNAME "Rst_New" is not a valid cluster name`, "Rst_New", "--from", "bkl")
 	check("a bad --from", cmdutil.ExitUsage, `--from "bkl/a/b" is not NAME or NAME/BACKUP`, "rst-new", "--from", "bkl/a/b")
 	check("a negative count", cmdutil.ExitUsage, "--replicas -1", "rst-new", "--from", "bkl", "--replicas", "-1")
@@ -191,5 +192,85 @@ func checkFromURL(t *testing.T, check func(string, cmdutil.ExitCode, string, ...
 	} {
 		outs = append(outs, check("--from-url: "+c.what, c.code, c.want, append([]string{"rst-url"}, c.args...)...))
 	}
+	return outs
+}
+
+// checkFromNamespace: a restore into another namespace than the source's reads the bucket with the
+// bucket Secret of the new cluster's namespace: without it (or without the namespace) it is
+// refused before anything is created there, naming what to create; with it, its dry run names the
+// backup, and the restore creates the cluster and the copy of the source's credentials there, under
+// the source's own name too. The same name in the same namespace is still a restore in place.
+func checkFromNamespace(t *testing.T, newest string) []cmdResult {
+	t.Helper()
+	ctx, c := t.Context(), kubeClient(t)
+	var outs []cmdResult
+	run := func(what string, code cmdutil.ExitCode, want, ns string, args ...string) cmdResult {
+		t.Helper()
+		r := runCommand(t, runOpts{now: bkNow}, append(append([]string{"restore"}, args...), "--kubeconfig", env.Kubeconfig, "-n", ns)...)
+		outs = append(outs, r)
+		if r.code != code || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d %q; want %d and %q", what, r.code, r.stderr, code, want)
+		}
+		return r
+	}
+	const ns = "rst-elsewhere"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// A namespace is never removed here (no namespace controller runs): its objects are.
+	before := snapshotNamespace(t, ctx, ns)
+	run("no such namespace", cmdutil.ExitUsage, "the namespace rst-nowhere does not exist: create it", "rst-nowhere", "bkl", "--from", "bkl", "--from-namespace", "default", "--dry-run")
+	run("no bucket Secret there", cmdutil.ExitUsage, "the Secret "+ns+"/bkl-bucket with the bucket's keys (spec.backup.credentialsSecretName of bkl) does not exist: create it", ns,
+		"bkl", "--from", "bkl", "--from-namespace", "default", "--dry-run")
+	run("--from-namespace alone", cmdutil.ExitUsage, "--from-namespace is for --from", ns, "bkl", "--from-namespace", "default")
+	run("a bad namespace", cmdutil.ExitUsage, `--from-namespace "Default" is not a valid namespace`, ns, "bkl", "--from", "bkl", "--from-namespace", "Default")
+	run("in place, named both ways", cmdutil.ExitUsage, "NEWNAME is the cluster the backup comes from (default/bkl)", "default", "bkl", "--from", "bkl", "--from-namespace", "default")
+	if after := snapshotNamespace(t, ctx, ns); !slices.Equal(before, after) {
+		t.Errorf("a refusal changed namespace %s:\nbefore %v\nafter  %v", ns, before, after)
+	}
+
+	// The bucket's keys in the new namespace, and keys that cannot read it: refused at once.
+	keys := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "bkl-bucket"}, keys); err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bkl-bucket"}, Data: map[string][]byte{
+		specs.BucketSecretAccessKey: keys.Data[specs.BucketSecretAccessKey], specs.BucketSecretSecretKey: []byte("not-the-key")}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	run("keys that cannot read the bucket", cmdutil.ExitConfig, "the store refused the credentials (SignatureDoesNotMatch)", ns, "bkl", "--from", "bkl", "--from-namespace", "default", "--dry-run")
+	sec.Data = keys.Data
+	if err := c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshotNamespace(t, ctx, ns)
+	r := run("dry run", cmdutil.ExitOK, "", ns, "bkl", "--from", "bkl", "--from-namespace", "default", "--dry-run", "-o", "json")
+	var out restoreOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.BackupID != newest || out.Cluster != ns+"/bkl" || out.From != "default/bkl" {
+		t.Errorf("dry run into %s: %q (%v); want backup %s of default/bkl into %s/bkl", ns, r.stdout, err, newest, ns)
+	}
+	if after := snapshotNamespace(t, ctx, ns); !slices.Equal(before, after) {
+		t.Errorf("the dry run changed namespace %s:\nbefore %v\nafter  %v", ns, before, after)
+	}
+	run("created there", cmdutil.ExitOK, "The restore is carried out by 'reconcile bkl'", ns, "bkl", "--from", "bkl", "--from-namespace", "default", "--wait=false")
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Name: "bkl", Namespace: ns}})
+		_ = c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bkl-credentials", Namespace: ns}})
+		_ = c.Delete(context.Background(), sec)
+	})
+	created := &v1.MysqlCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bkl"}, created); err != nil {
+		t.Fatal(err)
+	}
+	if rs := created.Spec.Restore; rs == nil || rs.SourceNamespace != "default" || rs.SourceCluster != "bkl" || rs.BackupID != newest {
+		t.Errorf("%s/bkl restores %+v; want backup %s of default/bkl", ns, rs, newest)
+	}
+	copied := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bkl-credentials"}, copied); err != nil || string(copied.Data[specs.SecretRootPassword]) != "source-root" {
+		t.Errorf("the credentials in %s: %v; want a copy of default/bkl-credentials", ns, err)
+	}
+	// Run again: the same restore, continued, not a clash with the source of the same name.
+	run("run again", cmdutil.ExitOK, "continuing the restore of backup "+newest+" into bkl", ns, "bkl", "--from", "bkl", "--from-namespace", "default", "--wait=false")
 	return outs
 }

@@ -110,7 +110,7 @@ func (o *RestoreOptions) runFromURL(ctx context.Context) error {
 	}
 	out := restoreOutput{Cluster: ns + "/" + o.Name, From: o.url.raw, Replicas: o.replicas(src)}
 	if target == nil {
-		b, err := o.bucketFromURL(ctx, c, src, ns)
+		b, err := o.bucketIn(ctx, c, src, ns)
 		if err != nil {
 			return err
 		}
@@ -118,9 +118,8 @@ func (o *RestoreOptions) runFromURL(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		target = restoreTarget(src, o.Name, o.Image, m, obj)
+		target = restoreTarget(src, ns, o.Name, o.Image, m, obj)
 		// The manifest's spec is the new cluster's, the names it gives its objects included.
-		target.Namespace = ns
 		target.Spec.PrimaryService, target.Spec.ReplicaService, target.Spec.CredentialsSecretName = src.Spec.PrimaryService, src.Spec.ReplicaService, src.Spec.CredentialsSecretName
 		target.Spec.Restore.ResetPasswords = true
 		if err := sameSeries(m, target.Spec.Image); err != nil {
@@ -132,9 +131,10 @@ func (o *RestoreOptions) runFromURL(ctx context.Context) error {
 	return o.createAndCarryOut(ctx, c, src, target, out, ensureOwnSecret)
 }
 
-// bucketFromURL opens the bucket with the configuration of the manifest's spec.backup and the keys
-// of its Secret in the new cluster's namespace (where it must be created first).
-func (o *RestoreOptions) bucketFromURL(ctx context.Context, c client.Client, src *v1.MysqlCluster, ns string) (*clusterBucket, error) {
+// bucketIn opens the bucket with the configuration of the source's spec.backup (with --from-url, the
+// manifest's) and the keys of its Secret in the new cluster's namespace ns (where it must be
+// created first, when it is not the source's).
+func (o *RestoreOptions) bucketIn(ctx context.Context, c client.Client, src *v1.MysqlCluster, ns string) (*clusterBucket, error) {
 	holder := &v1.MysqlCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.Name}, Spec: src.Spec}
 	cfg, err := catalog.StoreConfig(ctx, c, holder)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,12 +132,16 @@ func mysqlctl(t *testing.T, args ...string) result {
 	return mysqlctlEnv(t, nil, args...)
 }
 
-// mysqlctlEnv runs the real binary with extra environment (which wins over cliEnv's).
+// mysqlctlEnv runs the real binary with extra environment (which wins over cliEnv's), in the
+// namespace default unless the arguments give -n.
 func mysqlctlEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig, "-n", "default")...)
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", r.Kubeconfig)...)
+	if !slices.Contains(args, "-n") {
+		cmd.Args = append(cmd.Args, "-n", "default")
+	}
 	cmd.Env = cliEnv(t, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -163,8 +168,14 @@ func kube(t *testing.T) client.Client {
 
 func getCluster(t *testing.T, ctx context.Context, name string) *v1.MysqlCluster {
 	t.Helper()
+	return getClusterIn(t, ctx, "default", name)
+}
+
+// getClusterIn is getCluster in namespace ns.
+func getClusterIn(t *testing.T, ctx context.Context, ns, name string) *v1.MysqlCluster {
+	t.Helper()
 	c := &v1.MysqlCluster{}
-	if err := kube(t).Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, c); err != nil {
+	if err := kube(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
 		t.Fatal(err)
 	}
 	return c

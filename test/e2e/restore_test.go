@@ -12,6 +12,7 @@ import (
 	"time"
 
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -91,6 +92,8 @@ func TestRestoreIntoNewCluster(t *testing.T) {
 		t.Errorf("the restore Job is left: %v", err)
 	}
 
+	checkRestoredElsewhere(t, ctx, src, rec.ID, root, want)
+
 	// Deleted with its volume kept, and restored again under its name: the kept volume (written
 	// to since) is never taken for a restore of the backup.
 	if res := mysqlctl(t, "delete", dst, "--yes"); res.code != 0 {
@@ -118,6 +121,46 @@ func TestRestoreIntoNewCluster(t *testing.T) {
 		if strings.Contains(o, s3.SecretKey) {
 			t.Errorf("the bucket's secret key leaked into %.80q", o)
 		}
+	}
+}
+
+// checkRestoredElsewhere restores backup id of src into another namespace under src's own name
+// (through port-forward, as the caller runs): the restore Job reads the bucket with the bucket
+// Secret of that namespace, and the data there is the backup's (app.t's checksum want).
+func checkRestoredElsewhere(t *testing.T, ctx context.Context, src, id, root, want string) {
+	t.Helper()
+	const ns = "rs-elsewhere"
+	if _, err := r.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := r.Client.CoreV1().Secrets("default").Get(ctx, src+"-bucket", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: keys.Name, Namespace: ns}, Data: keys.Data}
+	if _, err := r.Client.CoreV1().Secrets(ns).Create(ctx, copied, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if res := mysqlctl(t, "delete", src, "--delete-data", "--yes", "-n", ns); res.code != 0 {
+			t.Errorf("delete %s/%s: %d %s", ns, src, res.code, res.stderr)
+		}
+	}()
+	start := time.Now()
+	res := mysqlctl(t, "restore", src, "-n", ns, "--from", src+"/"+id, "--from-namespace", "default", "--replicas", "1")
+	if res.code != 0 {
+		t.Fatalf("restore into %s: exit %d\n%s", ns, res.code, res.stderr)
+	}
+	t.Logf("restored %s/%s into %s/%s in %s", "default", src, ns, src, time.Since(start).Round(time.Millisecond))
+	addr, err := r.PodAddr(ctx, ns, src+"-0", 3306)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checksum(t, ctx, db(t, addr, root), "app.t"); got != want {
+		t.Errorf("CHECKSUM TABLE app.t in %s: %s; backed up %s", ns, got, want)
+	}
+	if c := getClusterIn(t, ctx, ns, src); c.Status.Phase != v1.PhaseRunning || c.Status.Restore == nil || c.Status.Restore.BackupID != id {
+		t.Errorf("%s/%s: phase %s, restore %+v; want Running, backup %s", ns, src, c.Status.Phase, c.Status.Restore, id)
 	}
 }
 
