@@ -193,3 +193,92 @@ func waitBackupDone(t *testing.T, ctx context.Context, name, id string) *v1.Mysq
 	})
 	return c
 }
+
+// TestWatchRetriesScheduledBackupAfterStoreFailure: the object store is killed (SIGKILL) while a
+// scheduled backup runs, and comes back. The backup fails cleanly: recorded as failed for its
+// schedule time, an Event, no manifest (`backup list` shows no backup of that ID). A minute after
+// the failure `watch` begins another backup for the same schedule time (attempt 2), with no
+// command typed, and it completes: listed, recorded as the schedule time's backup.
+func TestWatchRetriesScheduledBackupAfterStoreFailure(t *testing.T) {
+	t.Parallel()
+	viaPortForward(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	const name = "bkretry"
+	// Three instances: a scheduled backup never takes the only replica that acknowledges.
+	if res := mysqlctl(t, "create", name, "--image", "mariadb:10.11", "--replicas", "3", "--storage-size", "256Mi", "--wait", "--timeout", "4m"); res.code != 0 {
+		t.Fatalf("create: exit %d\n%s", res.code, res.stderr)
+	}
+	defer deleteCluster(t, name)
+	s3 := testenv.StartS3T(t, testenv.S3Options{})
+	useBucket(t, ctx, name, s3)
+	// Every other minute: the retry, a minute after the failure, comes before the next time.
+	updateSpec(t, ctx, name, func(s *v1.MysqlClusterSpec) { s.Backup.Schedule = "*/2 * * * *" })
+	w := startWatch(t, nil, name)
+	w.supervising(t, ctx)
+	first := scheduledRunning(t, ctx, name, "")
+	if err := s3.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var failure v1.BackupRecord
+	eventually(t, ctx, "the backup failing with its store gone", func() error {
+		st := getCluster(t, ctx, name).Status.Backup
+		switch {
+		case st.Last != nil && st.Last.ID == first.ID:
+			t.Fatalf("backup %s completed before its store was killed: the failure is not exercised", first.ID)
+		case st.LastFailure != nil && st.LastFailure.ID == first.ID:
+			failure = *st.LastFailure
+			return nil
+		}
+		return fmt.Errorf("status.backup %+v", st)
+	})
+	t.Logf("backup %s failed %s after it began: %s", first.ID, failure.FinishedAt.Sub(first.StartedAt.Time).Round(time.Second), failure.Message)
+	if failure.ScheduledFor == nil || !failure.ScheduledFor.Equal(first.ScheduledFor) {
+		t.Errorf("the failure %+v: want it recorded for the schedule time %s", failure, first.ScheduledFor)
+	}
+	if err := s3.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	retry := scheduledRunning(t, ctx, name, first.ID)
+	if retry.ScheduledFor == nil || !retry.ScheduledFor.Equal(first.ScheduledFor) {
+		t.Errorf("the next backup %s is for %v: want a retry for the failed schedule time %s", retry.ID, retry.ScheduledFor, first.ScheduledFor)
+	}
+	if gap := retry.StartedAt.Sub(failure.FinishedAt.Time); gap < 55*time.Second {
+		t.Errorf("the retry began %s after the failure: want about a minute (a failing store is not hammered)", gap)
+	}
+	c := waitBackupDone(t, ctx, name, retry.ID)
+	if rec := c.Status.Backup.Schedule; rec == nil || rec.Attempts != 2 || rec.LastScheduleTime == nil || !rec.LastScheduleTime.Equal(first.ScheduledFor) {
+		t.Errorf("the schedule's record %+v: want 2 attempts for %s", rec, first.ScheduledFor)
+	}
+	res := mysqlctl(t, "backup", "list", name, "-o", "json")
+	var list struct {
+		Backups []backup.Manifest `json:"backups"`
+	}
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &list) != nil {
+		t.Fatalf("backup list: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if len(list.Backups) != 1 || list.Backups[0].ID != retry.ID {
+		t.Errorf("backup list: %d backups (%s): want only the retry %s, nothing of the failed %s", len(list.Backups), res.stdout, retry.ID, first.ID)
+	}
+	var reasons []string
+	evs, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.Reason+": "+e.Message)
+	}
+	all := strings.Join(reasons, "\n")
+	for _, want := range []string{"BackupFailed: backup " + first.ID, "attempt 2 of 3: " + first.ID + " failed"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no Event says %q:\n%s", want, all)
+		}
+	}
+	noPasswords(t, secret(t, ctx, name), w.output(), w.stderr(), all)
+	if strings.Contains(w.output()+w.stderr()+all, s3.SecretKey) {
+		t.Error("the bucket's secret key leaked into watch's output or an Event")
+	}
+	if code, _ := w.stop(t); code != 0 {
+		t.Errorf("watch exited %d", code)
+	}
+}
