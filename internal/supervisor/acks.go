@@ -35,7 +35,7 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 		return
 	}
 	w.releasing.Store(true)
-	w.releaseNext = at.Add(min(2*interval<<min(w.releaseFails.Load(), 16), releaseMaxBackoff))
+	w.releaseNext = at.Add(releaseBackoff(interval, w.releaseFails.Load()))
 	rctx, cancel := context.WithCancel(ctx)
 	w.releaseCancel.Store(&cancel)
 	c = c.DeepCopy() // the detector goes on with its own
@@ -54,6 +54,7 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 			}
 		case done:
 			w.releaseFails.Store(0)
+			w.releaseWhy = ""
 			w.report(Transition{Action: "release", Primary: primary, Reason: what})
 			w.poke()
 			return
@@ -61,12 +62,24 @@ func (w *watcher) releaseLostAcks(ctx context.Context, c *v1.MysqlCluster, v orc
 			w.releaseFails.Store(0)
 			what = "commits wait for acknowledgements, left waiting: " + what
 		}
-		// Said once per reason: it is looked at again every two intervals (longer after failures).
-		if what != w.releaseWhy {
-			w.report(Transition{Action: "release", Primary: primary, Reason: what})
-		}
-		w.releaseWhy = what
+		w.reportReleaseOnce(primary, what)
 	}()
+}
+
+// releaseBackoff is how long after a release begins the next may: two detection intervals,
+// doubled for each release that failed in a row, at most releaseMaxBackoff.
+func releaseBackoff(interval time.Duration, fails int32) time.Duration {
+	return min(2*interval<<min(max(fails, 0), 16), releaseMaxBackoff)
+}
+
+// reportReleaseOnce reports why commits are left waiting, once per reason: the release is looked
+// at again every two intervals (longer after failures), and the same reason each time is not
+// news. A release that succeeds is always reported, and a reason seen before it is news again.
+func (w *watcher) reportReleaseOnce(primary, why string) {
+	if why != w.releaseWhy {
+		w.report(Transition{Action: "release", Primary: primary, Reason: why})
+	}
+	w.releaseWhy = why
 }
 
 // releaseGuard is proven right before the release's statement is sent: this supervisor holds

@@ -53,3 +53,48 @@ func TestReleaseGuard(t *testing.T) {
 		t.Errorf("a new release after a writable check: %v", err)
 	}
 }
+
+// TestReleaseBackoff: a release that failed is not tried again at once: the pause doubles from two
+// intervals with each failure in a row, up to five minutes, and no count of failures overflows it.
+func TestReleaseBackoff(t *testing.T) {
+	for _, c := range []struct {
+		interval time.Duration
+		fails    int32
+		want     time.Duration
+	}{
+		{time.Second, 0, 2 * time.Second},
+		{time.Second, 1, 4 * time.Second},
+		{time.Second, 3, 16 * time.Second},
+		{time.Second, 7, 256 * time.Second},
+		{time.Second, 8, releaseMaxBackoff},
+		{time.Second, 1 << 30, releaseMaxBackoff},
+		{time.Minute, 40, releaseMaxBackoff},
+		{250 * time.Millisecond, 2, 2 * time.Second},
+		{time.Second, -1, 2 * time.Second},
+	} {
+		if got := releaseBackoff(c.interval, c.fails); got != c.want {
+			t.Errorf("releaseBackoff(%s, %d) = %s, want %s", c.interval, c.fails, got, c.want)
+		}
+	}
+}
+
+// TestReleaseReportsOncePerReason: why commits are left waiting is reported once per reason, not
+// every two intervals it is looked at again; another reason is reported, and after a release
+// that succeeded the first reason is news again.
+func TestReleaseReportsOncePerReason(t *testing.T) {
+	var got []string
+	s := &Supervisor{Report: func(tr Transition) { got = append(got, tr.Primary+": "+tr.Reason) }}
+	w := &watcher{s: s}
+	for _, why := range []string{"a", "a", "a", "b", "b", "a"} {
+		w.reportReleaseOnce("p-0", why)
+	}
+	if want := []string{"p-0: a", "p-0: b", "p-0: a"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("reported %q, want %q", got, want)
+	}
+	got = nil
+	w.releaseWhy = "" // as a release that succeeded leaves it
+	w.reportReleaseOnce("p-0", "a")
+	if len(got) != 1 {
+		t.Errorf("after a release that succeeded the same reason: reported %q, want it once", got)
+	}
+}
