@@ -220,6 +220,12 @@ type RestoreSpec struct {
 	// bootstrap then sets every other account's, as it does for a new cluster.
 	// +optional
 	ResetPasswords bool `json:"resetPasswords,omitempty"`
+	// Set when the backup is encrypted (the public keys it was encrypted to): the restore Job
+	// decrypts it with the private key in the Secret NAME-restore-identity, which the restore
+	// command creates from the identity file it is given and deletes once the data is in place.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
 }
 
 // BackupSpec names the bucket backups go to.
@@ -269,6 +275,12 @@ type BackupSpec struct {
 	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9][0-9a-z.]*|[^@ ][^ ]*( +[^ ]+){4})$`
 	Schedule string `json:"schedule,omitempty"`
 
+	// Encrypts every backup on the client side, before it leaves the backup Job, to age public
+	// keys: the cluster and `watch` hold only these, and a restore needs the private key of one
+	// of them. Absent: backups are stored as the bucket stores them.
+	// +optional
+	Encryption *BackupEncryption `json:"encryption,omitempty"`
+
 	// Which backups are kept: `watch` deletes the others after each scheduled backup that
 	// succeeds, and `backup prune` on demand. Absent: every backup stays until deleted by hand.
 	// +optional
@@ -279,6 +291,17 @@ type BackupSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	AgentImage string `json:"agentImage,omitempty"`
+}
+
+// BackupEncryption names the public keys backups are encrypted to.
+type BackupEncryption struct {
+	// age X25519 public keys (age1…, as age-keygen prints them): each backup is encrypted to all
+	// of them, and any one's private key restores it. Changing them changes the backups taken
+	// after; older ones still need the keys they were taken with.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^age1[02-9ac-hj-np-z]{58}$`
+	Recipients []string `json:"recipients"`
 }
 
 // BackupRetention says which complete backups are kept; a backup either rule would delete is kept

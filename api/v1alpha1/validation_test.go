@@ -156,6 +156,13 @@ func TestInvalidSpecsRefusedWithReadableMessages(t *testing.T) {
 		{"service name syntax", func(m *v1.MysqlCluster) { m.Spec.PrimaryService = "Primary_DB" }, []string{"primaryService must be a DNS-1035 label"}},
 		{"secret name syntax", func(m *v1.MysqlCluster) { m.Spec.CredentialsSecretName = "Creds!" }, []string{"credentialsSecretName must be a DNS-1123 subdomain"}},
 		{"unknown flavor", func(m *v1.MysqlCluster) { m.Spec.Flavor = "postgres" }, []string{"spec.flavor", `supported values: "mysql", "mariadb"`}},
+		{"not an age public key", func(m *v1.MysqlCluster) {
+			m.Spec.Backup = &v1.BackupSpec{Bucket: "bkt", CredentialsSecretName: "s", Encryption: &v1.BackupEncryption{Recipients: []string{
+				"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p", "AGE-SECRET-KEY-1QQQQ"}}}
+		}, []string{"spec.backup.encryption.recipients[1]", "should match"}},
+		{"no recipient", func(m *v1.MysqlCluster) {
+			m.Spec.Backup = &v1.BackupSpec{Bucket: "bkt", CredentialsSecretName: "s", Encryption: &v1.BackupEncryption{Recipients: []string{}}}
+		}, []string{"spec.backup.encryption.recipients"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

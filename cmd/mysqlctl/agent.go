@@ -18,6 +18,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
@@ -131,6 +132,7 @@ func newCmdAgentBackup(f *cmdutil.Factory) *cobra.Command {
 	a := &agentCommon{f: f}
 	o := physical.TakeOptions{Tool: physical.MariaDB}
 	var m backup.Manifest
+	var recipients []string
 	cmd := &cobra.Command{
 		Use:   "backup",
 		Short: "Stream a physical backup of a running server to the bucket",
@@ -142,6 +144,13 @@ backup's directory unless the tool completed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if m.ID == "" || m.Namespace == "" || m.Cluster == "" || m.Source == "" || o.Host == "" || o.DataDir == "" {
 				return cmdutil.FlagErrorf("--id, --namespace, --cluster, --source, --host and --datadir are required")
+			}
+			if len(recipients) > 0 {
+				to, err := seal.ParseRecipients(recipients)
+				if err != nil {
+					return err
+				}
+				o.Recipients, m.Encryption = to, &backup.Encryption{Method: seal.Method, Recipients: recipients}
 			}
 			st, err := a.store()
 			if err != nil {
@@ -207,6 +216,7 @@ backup's directory unless the tool completed.`,
 	fl.StringVar(&o.User, "user", "mysqlctl_backup", "The backup account (its password is MYSQL_PWD)")
 	fl.StringVar(&o.DataDir, "datadir", "/var/lib/mysql", "The server's data directory, as mounted here")
 	fl.StringVar(&o.WorkDir, "work-dir", "", "An empty directory for the tool's own files (default a new temporary one)")
+	fl.StringArrayVar(&recipients, "recipient", nil, "An age public key (age1…) to encrypt the backup to (repeat for several)")
 	return cmd
 }
 
@@ -221,7 +231,7 @@ type agentBackupResult struct {
 func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 	a := &agentCommon{f: f}
 	o := physical.RestoreOptions{Tool: physical.MariaDB}
-	reset := false
+	reset, decrypt := false, false
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore a physical backup from the bucket into an empty data directory",
@@ -229,6 +239,15 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if a.key == "" || o.BackupID == "" || o.Object.Size <= 0 || o.Object.SHA256 == "" {
 				return cmdutil.FlagErrorf("--key, --backup-id, --size and --sha256 are required")
+			}
+			if decrypt {
+				ids, err := seal.ParseIdentities(f.Getenv(backup.EnvIdentity))
+				if err != nil || ids.Empty() {
+					return cmdutil.FlagErrorf("--decrypt needs the identity file's text in %s (%v)", backup.EnvIdentity, err)
+				}
+				// No tool this agent runs needs the private key.
+				_ = os.Unsetenv(backup.EnvIdentity)
+				o.Identities = ids
 			}
 			st, err := a.store()
 			if err != nil {
@@ -265,6 +284,7 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 	fl.StringVar(&o.Object.SHA256, "sha256", "", "The object's SHA-256, from the manifest")
 	fl.StringVar(&o.DataDir, "datadir", "/var/lib/mysql", "The new instance's empty data directory")
 	fl.StringVar(&o.UseMemory, "use-memory", "", "Memory for the prepare (mariadb-backup --use-memory)")
+	fl.BoolVar(&decrypt, "decrypt", false, "The object is encrypted: decrypt it with the age identity file's text in "+backup.EnvIdentity)
 	fl.BoolVar(&reset, "reset-root-password", false, "Then set root's password in the restored data to the one in "+backup.EnvRootPassword+" (a restore from a bucket alone)")
 	return cmd
 }

@@ -137,6 +137,11 @@ func describeBackup(w io.Writer, b *clusterBucket, e catalog.Entry) error {
 		field("Started", "%s", m.StartedAt.UTC().Format(time.RFC3339))
 		field("Finished", "%s (took %s)", m.FinishedAt.UTC().Format(time.RFC3339), m.FinishedAt.Sub(m.StartedAt).Round(time.Second))
 		field("Compression", "%s", m.Compression)
+		if enc := m.Encryption; enc != nil {
+			field("Encryption", "%s, to %s (restore needs the private key of one)", enc.Method, strings.Join(enc.Recipients, ", "))
+		} else {
+			field("Encryption", "none")
+		}
 		var stored int64
 		for _, o := range m.Objects {
 			stored += o.Size

@@ -239,6 +239,7 @@ func bkListAndDescribe(t *testing.T, b *bkRunner) {
 		"Started:         2026-12-05T01:00:00Z\n"+
 		"Finished:        2026-12-05T01:00:09Z (took 9s)\n"+
 		"Compression:     zstd\n"+
+		"Encryption:      none\n"+
 		"Stored:          3.2 KiB (3320 bytes) in 2 object(s)\n"+
 		"Objects (as the manifest records them):\n"+
 		"  NAME                SIZE   SHA-256\n"+

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/mysqlctl/mysqlctl/cmd/mysqlctl/internal/cmdutil"
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/catalog"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/orchestrate"
 	"github.com/mysqlctl/mysqlctl/internal/outcome"
 	"github.com/mysqlctl/mysqlctl/internal/specs"
@@ -38,6 +40,11 @@ type RestoreOptions struct {
 	// from File (-f); url is FromURL parsed.
 	FromURL, File string
 	url           backupURL
+	// Identity is --identity, the age identity file that opens an encrypted backup; identities
+	// what it holds (read once the backup is known to be encrypted).
+	Identity   string
+	identities seal.Identities
+	identity   []byte
 	// Image replaces the source's spec.image (default: the source's).
 	Image    string
 	Replicas int32
@@ -121,6 +128,7 @@ starts, and the bootstrap sets those of replication's, mysqlctl's and the applic
 	fl.StringVar(&o.FromNamespace, "from-namespace", "", "With --from: the namespace of NAME (default: the new cluster's, that of -n)")
 	fl.StringVar(&o.FromURL, "from-url", "", "Restore from the bucket alone: s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP], as 'backup list' prints it (needs -f)")
 	fl.StringVarP(&o.File, "filename", "f", "", "With --from-url: a MysqlCluster manifest whose spec the new cluster gets (its spec.backup names the bucket)")
+	fl.StringVar(&o.Identity, "identity", "", "An age identity file (age-keygen's, AGE-SECRET-KEY-1…) whose private key opens an encrypted backup")
 	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
 	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
 	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
@@ -256,8 +264,8 @@ func (o *RestoreOptions) createAndCarryOut(ctx context.Context, c client.Client,
 	var err error
 	if target.UID == "" {
 		err = o.createTargetWith(ctx, c, src, target, secret)
-	} else {
-		_, err = secret(ctx, c, src, target)
+	} else if _, err = secret(ctx, c, src, target); err == nil {
+		err = o.ensureIdentity(ctx, c, target)
 	}
 	if err != nil {
 		return err
@@ -425,11 +433,70 @@ func (o *RestoreOptions) chooseIn(ctx context.Context, src *v1.MysqlCluster, b *
 			outcome.ErrUnsafe, e.ID, src.Name, e.State, strings.Join(e.Problems, "; "), o.f.DisplayName, src.Name, e.ID)
 	}
 	m := e.Manifest
+	if enc := m.Encryption; enc != nil {
+		if err := o.readIdentity(m.ID, enc.Recipients); err != nil {
+			return nil, backup.Object{}, err
+		}
+	}
 	if m.Method != backup.MethodPhysical || m.Flavor != string(specs.Flavor(src)) || len(m.Objects) != 1 {
 		return nil, backup.Object{}, fmt.Errorf("%w: backup %s of %s is a %s backup of %s with %d object(s): this mysqlctl restores a physical MariaDB backup of one object only",
 			outcome.ErrInvalid, m.ID, src.Name, m.Method, m.Flavor, len(m.Objects))
 	}
 	return m, m.Objects[0], nil
+}
+
+// readIdentity reads --identity for backup id, encrypted to recipients, and refuses a missing
+// file, or one none of whose private keys is of one of the recipients (before anything is made).
+func (o *RestoreOptions) readIdentity(id string, recipients []string) error {
+	if o.Identity == "" {
+		return fmt.Errorf("%w: backup %s is encrypted (age, to %s): give --identity FILE, an age identity file with the private key of one of them",
+			outcome.ErrInvalid, id, strings.Join(recipients, ", "))
+	}
+	b, err := os.ReadFile(o.Identity)
+	if err != nil {
+		return fmt.Errorf("%w: --identity: %v", outcome.ErrInvalid, err)
+	}
+	ids, err := seal.ParseIdentities(string(b))
+	if err != nil {
+		return fmt.Errorf("--identity %s: %w", o.Identity, err)
+	}
+	if !ids.Opens(recipients) {
+		return fmt.Errorf("%w: --identity %s holds the private keys of %s, and backup %s is encrypted to %s: none of them opens it",
+			outcome.ErrInvalid, o.Identity, strings.Join(ids.Public(), ", "), id, strings.Join(recipients, ", "))
+	}
+	o.identities, o.identity = ids, b
+	return nil
+}
+
+// ensureIdentity gives a restore of an encrypted backup whose data is not in place yet the
+// Secret with the private key its Job decrypts with (owned by the new cluster, and deleted by the
+// restore once the data is in place). Without --identity an existing Secret is used as it is.
+func (o *RestoreOptions) ensureIdentity(ctx context.Context, c client.Client, target *v1.MysqlCluster) error {
+	rs := target.Spec.Restore
+	if len(rs.EncryptedTo) == 0 || target.Status.Restore != nil && target.Status.Restore.RestoredAt != nil {
+		return nil
+	}
+	if o.identity == nil {
+		if o.Identity == "" {
+			return nil // the restore says what is missing, if it is
+		}
+		if err := o.readIdentity(rs.BackupID, rs.EncryptedTo); err != nil {
+			return err
+		}
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.RestoreIdentitySecretName(target),
+		Labels:          map[string]string{specs.LabelInstance: target.Name, specs.LabelManagedBy: specs.FieldOwner, specs.LabelComponent: specs.RestoreComponent},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(target, v1.GroupVersion.WithKind("MysqlCluster"))}},
+		Data: map[string][]byte{specs.RestoreIdentityKey: o.identity}}
+	err := c.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		err = c.Update(ctx, s)
+	}
+	if err != nil {
+		// The error names the object, never its data.
+		return errors.New("create Secret " + s.Namespace + "/" + s.Name + ": " + string(apierrors.ReasonForError(err)))
+	}
+	return nil
 }
 
 // newestComplete is the newest complete backup among the entries (IDs sort by time).
@@ -458,6 +525,9 @@ func restoreTarget(src *v1.MysqlCluster, ns, name, image string, m *backup.Manif
 	t.Spec.Restore = &v1.RestoreSpec{
 		SourceNamespace: m.Namespace, SourceCluster: m.Cluster, SourceUID: m.ClusterUID, BackupID: m.ID,
 		Key: backup.Key(m.Namespace, m.Cluster, m.ID, obj.Name), Size: obj.Size, SHA256: obj.SHA256, GTIDPosition: m.GTIDPosition,
+	}
+	if m.Encryption != nil {
+		t.Spec.Restore.EncryptedTo = slices.Clone(m.Encryption.Recipients)
 	}
 	// Objects the source names are the source's: the new cluster gets its own Services and its
 	// own copy of the credentials (NEWNAME-credentials, see copySecret), never the source's.
@@ -490,6 +560,9 @@ func (o *RestoreOptions) createTargetWith(ctx context.Context, c client.Client, 
 			return fmt.Errorf("%w: MysqlCluster %s/%s was created meanwhile (another restore running?): run the command again to continue it", outcome.ErrHeld, target.Namespace, target.Name)
 		}
 		return undoCreated(ctx, c, nil, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))
+	}
+	if err := o.ensureIdentity(ctx, c, target); err != nil {
+		return undoCreated(ctx, c, target, secretSelf(target, secretCreated), err)
 	}
 	if _, err := orchestrate.ApplyDerived(ctx, c, target, specs.Convergence{}); err != nil {
 		return undoCreated(ctx, c, target, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))

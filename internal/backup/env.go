@@ -22,6 +22,9 @@ const (
 	// EnvRootPassword is the new root password a restore from a bucket alone sets in the
 	// restored data (spec.restore.resetPasswords), from the new cluster's Secret.
 	EnvRootPassword = "MYSQLCTL_ROOT_PASSWORD"
+	// EnvIdentity is the age identity file's text (private keys) a restore of an encrypted
+	// backup decrypts it with, from the Secret the restore command made (never a value).
+	EnvIdentity = "MYSQLCTL_AGE_IDENTITY"
 )
 
 // StoreConfigFromEnv reads the bucket's configuration from the environment (getenv).

@@ -65,6 +65,15 @@ type Manifest struct {
 	Compression string `json:"compression"`
 	// Objects are the backup's objects, in the order a restore reads them.
 	Objects []Object `json:"objects"`
+	// Encryption, when set, says every object is encrypted, and to which public keys: a restore
+	// needs the private key of one of them. Sizes and SHA-256s are of the encrypted bytes.
+	Encryption *Encryption `json:"encryption,omitempty"`
+}
+
+// Encryption is how a backup's objects are encrypted: with age (client-side), to Recipients.
+type Encryption struct {
+	Method     string   `json:"method"`
+	Recipients []string `json:"recipients"`
 }
 
 // Object is one object of a backup, by its name in the backup's directory.
@@ -121,6 +130,9 @@ func (m Manifest) Validate() error {
 	}
 	if len(m.Objects) == 0 {
 		bad = append(bad, "no objects")
+	}
+	if e := m.Encryption; e != nil && (e.Method != "age" || len(e.Recipients) == 0) {
+		bad = append(bad, fmt.Sprintf("encryption %q to %d recipient(s): want age, to at least one", e.Method, len(e.Recipients)))
 	}
 	seen := map[string]bool{}
 	for _, o := range m.Objects {

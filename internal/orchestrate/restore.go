@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -100,6 +101,9 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		if err := r.deleteJob(ctx, c, name, "restore", false); err != nil {
 			return "", nil, err
 		}
+		if err := r.dropRestoreIdentity(ctx, c); err != nil {
+			return "", nil, err
+		}
 		now := metav1.NewTime(r.Clock())
 		return StageStartingInstance, func(s *v1.MysqlClusterStatus) {
 			s.Restore = &v1.RestoreStatus{BackupID: c.Spec.Restore.BackupID, GTIDPosition: res.GTIDPosition, Job: name, RestoredAt: &now}
@@ -131,6 +135,9 @@ func (r *Runner) startRestoreJob(ctx context.Context, c *v1.MysqlCluster) error 
 	}
 	if len(pods.Items) > 0 {
 		return notYet("the pod %s of a deleted restore Job has not stopped yet", pods.Items[0].Name)
+	}
+	if err := r.restoreIdentityThere(ctx, c); err != nil {
+		return err
 	}
 	job, err := specs.BuildRestoreJob(c, c.Spec.Backup.AgentImage)
 	if err != nil {
@@ -296,4 +303,40 @@ func binlogHolds(state []gtid.MariaDBGTID, want gtid.MariaDBPos) bool {
 		}
 	}
 	return len(state) > 0
+}
+
+// restoreIdentityThere checks, for an encrypted backup, that the Secret with the private key the
+// restore Job decrypts it with exists (a Job whose Secret is missing would only wait): the restore
+// command makes it from the identity file it is given, and it is deleted once the data is in place.
+func (r *Runner) restoreIdentityThere(ctx context.Context, c *v1.MysqlCluster) error {
+	if len(c.Spec.Restore.EncryptedTo) == 0 {
+		return nil
+	}
+	name := specs.RestoreIdentitySecretName(c)
+	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &corev1.Secret{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: backup %s is encrypted, and the Secret %s/%s with a private key that opens it is not there: run the restore command again with --identity FILE (an age identity file of one of %s), which makes it",
+			outcome.ErrInvalid, c.Spec.Restore.BackupID, c.Namespace, name, strings.Join(c.Spec.Restore.EncryptedTo, ", "))
+	case err != nil:
+		return notYet("read the Secret %s: %v", name, err)
+	}
+	return nil
+}
+
+// dropRestoreIdentity deletes the Secret with the private key once the data is in place: nothing
+// needs it any more, and the cluster keeps only public keys.
+func (r *Runner) dropRestoreIdentity(ctx context.Context, c *v1.MysqlCluster) error {
+	if len(c.Spec.Restore.EncryptedTo) == 0 {
+		return nil
+	}
+	name := specs.RestoreIdentitySecretName(c)
+	if _, err := r.guard("delete the Secret " + name); err != nil {
+		return err
+	}
+	err := r.Kube.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return notYet("delete the Secret %s with the restore's private key: %v", name, err)
+	}
+	return nil
 }

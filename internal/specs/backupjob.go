@@ -118,11 +118,11 @@ func BuildBackupJob(c *v1.MysqlCluster, o BackupJobOptions) (*batchv1.Job, error
 					Containers: []corev1.Container{{
 						Name:  BackupComponent,
 						Image: server.Image,
-						Command: []string{agent, "agent", "backup",
+						Command: append([]string{agent, "agent", "backup",
 							"--id", o.ID, "--namespace", c.Namespace, "--cluster", c.Name, "--cluster-uid", string(c.UID),
 							"--flavor", string(Flavor(c)), "--source", src.Name,
 							"--host", PodHost(c, src.Name), "--port", strconv.Itoa(PodPort(src)), "--user", BackupUser,
-							"--datadir", DataDir},
+							"--datadir", DataDir}, recipientArgs(c)...),
 						Env: append(bucketEnv(o.Bucket), secretEnv("MYSQL_PWD", SecretName(c), SecretBackupPassword)),
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "data", MountPath: DataDir, ReadOnly: true},
@@ -198,3 +198,24 @@ func dataClaim(p *corev1.Pod) string {
 	}
 	return ""
 }
+
+// recipientArgs are the backup agent's --recipient flags: the public keys of
+// spec.backup.encryption (public: they may be seen in the Job's spec).
+func recipientArgs(c *v1.MysqlCluster) []string {
+	var args []string
+	if b := c.Spec.Backup; b != nil && b.Encryption != nil {
+		for _, r := range b.Encryption.Recipients {
+			args = append(args, "--recipient", r)
+		}
+	}
+	return args
+}
+
+// RestoreIdentitySecretName is the Secret that holds, while a restore of an encrypted backup
+// copies its data, the identity (private key) that decrypts it.
+func RestoreIdentitySecretName(c *v1.MysqlCluster) string {
+	return RestoreJobName(c) + "-identity"
+}
+
+// RestoreIdentityKey is the key of the identity file's text in that Secret.
+const RestoreIdentityKey = "identity"

@@ -65,6 +65,19 @@ func TestBuildBackupJob(t *testing.T) {
 			t.Errorf("command %q lacks %q", cmd, want)
 		}
 	}
+	if strings.Contains(cmd, "--recipient") {
+		t.Errorf("command %q: encrypted with no spec.backup.encryption", cmd)
+	}
+	// Encrypted: each public key is a --recipient (public keys only ever reach the Job).
+	enc := c.DeepCopy()
+	enc.Spec.Backup = &v1.BackupSpec{Bucket: "b", CredentialsSecretName: "bucket-creds", Encryption: &v1.BackupEncryption{Recipients: []string{"age1a", "age1b"}}}
+	ej, err := BuildBackupJob(enc, BackupJobOptions{ID: "20261206T120000Z", Source: src, Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ecmd := strings.Join(ej.Spec.Template.Spec.Containers[0].Command, " "); !strings.HasSuffix(ecmd, " --recipient age1a --recipient age1b") {
+		t.Errorf("encrypted backup's command %q: want both public keys as --recipient", ecmd)
+	}
 	for _, m := range main.VolumeMounts {
 		if m.MountPath == DataDir && !m.ReadOnly {
 			t.Errorf("the data directory is mounted writable")

@@ -100,6 +100,11 @@ func BuildRestoreJob(c *v1.MysqlCluster, agentImage string) (*batchv1.Job, error
 		command = append(command, "--reset-root-password")
 		env = append(env, secretEnv(backup.EnvRootPassword, SecretName(c), SecretRootPassword))
 	}
+	if len(rs.EncryptedTo) > 0 {
+		// The private key, from the Secret the restore command made: never a value.
+		command = append(command, "--decrypt")
+		env = append(env, secretEnv(backup.EnvIdentity, RestoreIdentitySecretName(c), RestoreIdentityKey))
+	}
 	return &batchv1.Job{
 		TypeMeta:   TypeMeta("batch/v1", "Job"),
 		ObjectMeta: meta,

@@ -86,6 +86,24 @@ func TestBuildRestoreJob(t *testing.T) {
 		t.Errorf("no %s in the env", backup.EnvRootPassword)
 	}
 
+	if slices.Contains(rc.Command, "--decrypt") {
+		t.Errorf("command %q: --decrypt for a backup that is not encrypted", rc.Command)
+	}
+	// Encrypted: the private key comes from the restore's identity Secret, by reference only.
+	enc := c.DeepCopy()
+	enc.Spec.Restore.EncryptedTo = []string{"age1a"}
+	ej, err := BuildRestoreJob(enc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := ej.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(ec.Command, "--decrypt") || !slices.ContainsFunc(ec.Env, func(e corev1.EnvVar) bool {
+		return e.Name == backup.EnvIdentity && e.Value == "" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil &&
+			e.ValueFrom.SecretKeyRef.Name == RestoreIdentitySecretName(enc) && e.ValueFrom.SecretKeyRef.Key == RestoreIdentityKey
+	}) {
+		t.Errorf("encrypted restore: command %q env %+v; want --decrypt and %s from %s by reference", ec.Command, ec.Env, backup.EnvIdentity, RestoreIdentitySecretName(enc))
+	}
+
 	c.Spec.Backup = nil
 	if _, err := BuildRestoreJob(c, ""); err == nil || !strings.Contains(err.Error(), "spec.backup") {
 		t.Errorf("without spec.backup: %v", err)

@@ -5,15 +5,20 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-sql-driver/mysql"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/mysqlctl/mysqlctl/api/v1alpha1"
@@ -30,6 +35,11 @@ import (
 // Secret of its own: its root password opens the restored data and the old one no longer does;
 // the rows are the backup's (equal CHECKSUM TABLE, nothing written after the backup); the cluster
 // is Running with its accounts set to the new Secret. No output holds a password.
+//
+// The backup is encrypted (spec.backup.encryption, an age public key): the bucket holds nothing
+// readable, a restore without the private key, or with another, is refused before anything is
+// made, and the private key given with --identity is deleted from the cluster once the data is in
+// place and never printed.
 func TestRestoreFromBucketAlone(t *testing.T) {
 	t.Parallel()
 	viaPortForward(t)
@@ -47,7 +57,21 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 	want := checksum(t, ctx, primary, "app.t")
 	s3 := testenv.StartS3T(t, testenv.S3Options{})
 	useBucket(t, ctx, name, s3)
+	key, other := ageKey(t), ageKey(t)
+	updateSpec(t, ctx, name, func(s *v1.MysqlClusterSpec) {
+		s.Backup.Encryption = &v1.BackupEncryption{Recipients: []string{key.Recipient().String()}}
+	})
 	rec := backupCreate(t, name, "--source", name+"-1")
+	obj, err := s3.Client().GetObject(ctx, &s3api.GetObjectInput{Bucket: &s3.Bucket, Key: ptr.To("e2e/default/" + name + "/backups/" + rec.ID + "/data.xbstream.zst")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 21)
+	_, err = io.ReadFull(obj.Body, head)
+	_ = obj.Body.Close()
+	if err != nil || string(head) != "age-encryption.org/v1" {
+		t.Fatalf("the stored backup begins %q (%v): want age's encrypted format", head, err)
+	}
 	execAll(t, ctx, primary, "INSERT INTO app.t VALUES (2001, 'after the backup')")
 	list := mysqlctl(t, "backup", "list", name)
 	var outputs []string
@@ -81,8 +105,32 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 		return nil
 	})
 
+	// Without the private key, or with another: refused, nothing made.
+	identity, otherIdentity := filepath.Join(t.TempDir(), "key.txt"), filepath.Join(t.TempDir(), "other.txt")
+	for f, k := range map[string]*age.X25519Identity{identity: key, otherIdentity: other} {
+		if err := os.WriteFile(f, []byte("# public key: "+k.Recipient().String()+"\n"+k.String()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		what, want string
+		args       []string
+	}{
+		{"no --identity", "is encrypted (age, to " + key.Recipient().String() + "): give --identity FILE", nil},
+		{"another key", "none of them opens it", []string{"--identity", otherIdentity}},
+	} {
+		res := mysqlctl(t, append([]string{"restore", name, "--from-url", url, "-f", file}, c.args...)...)
+		outputs = append(outputs, res.stdout, res.stderr)
+		if res.code != 2 || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("restore, %s: exit %d %q; want 2 and %q", c.what, res.code, res.stderr, c.want)
+		}
+		if err := kube(t).Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &v1.MysqlCluster{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("restore, %s: the cluster exists (%v)", c.what, err)
+		}
+	}
+
 	// The CLI killed once the cluster is created, then run again with the same command line.
-	args := []string{"restore", name, "--from-url", url, "-f", file}
+	args := []string{"restore", name, "--from-url", url, "-f", file, "--identity", identity}
 	outputs = append(outputs, killAt(t, ctx, orchestrate.StageStartingInstance, args...))
 	defer deleteCluster(t, name)
 	res := mysqlctl(t, append(args, "-o", "json")...)
@@ -123,4 +171,32 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 	}
 	noPasswords(t, oldSecret, outputs...)
 	noPasswords(t, newSecret, outputs...)
+	// The private key is gone from the cluster, and was never printed, recorded or in an Event.
+	if _, err := r.Client.CoreV1().Secrets("default").Get(ctx, name+"-restore-identity", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the restore's identity Secret is left: %v", err)
+	}
+	status, err := json.Marshal(getCluster(t, ctx, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evJSON, _ := json.Marshal(evs.Items)
+	secretPart := strings.TrimPrefix(key.String(), "AGE-SECRET-KEY-1")
+	for _, txt := range append(outputs, string(status), string(evJSON)) {
+		if strings.Contains(strings.ToUpper(txt), secretPart) {
+			t.Errorf("the private key leaked into %.80q", txt)
+		}
+	}
+}
+
+func ageKey(t *testing.T) *age.X25519Identity {
+	t.Helper()
+	k, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -173,7 +173,7 @@ func BenchmarkBackupThroughput(b *testing.B) {
 					_ = os.RemoveAll(o.WorkDir)
 
 					began = time.Now()
-					rawObj, _, err := stream.Upload(ctx, st, key+"raw.tar.zst", "raw.tar.zst", tarDir(src.DataDir), nil)
+					rawObj, _, err := stream.Upload(ctx, st, key+"raw.tar.zst", "raw.tar.zst", tarDir(src.DataDir), nil, nil)
 					if err != nil {
 						b.Fatalf("raw upload: %v", err)
 					}

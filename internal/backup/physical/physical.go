@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 
+	"filippo.io/age"
+
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
@@ -64,6 +66,8 @@ type TakeOptions struct {
 	Raw *stream.Counter
 	// Log, when set, receives the tool's messages as it prints them.
 	Log io.Writer
+	// Recipients, when set, are the public keys the stream is encrypted to (internal/backup/seal).
+	Recipients []age.Recipient
 }
 
 // Taken is what a backup produced.
@@ -106,7 +110,7 @@ func Take(ctx context.Context, o TakeOptions) (Taken, error) {
 	}
 	// The upload reads the stream to its end, or fails and stops reading: then the tool must not
 	// block on a full pipe, so it is stopped (cancel) before it is waited for.
-	obj, raw, upErr := stream.Upload(ctx, o.Store, o.Key, ObjectName, out, o.Raw)
+	obj, raw, upErr := stream.Upload(ctx, o.Store, o.Key, ObjectName, out, o.Raw, o.Recipients)
 	if upErr != nil {
 		cancel()
 	}

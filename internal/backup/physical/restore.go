@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 )
@@ -47,6 +48,8 @@ type RestoreOptions struct {
 	Raw, Read *stream.Counter
 	// Log, when set, receives the tools' messages.
 	Log io.Writer
+	// Identities open an encrypted object (internal/backup/seal); none: the object is not.
+	Identities seal.Identities
 }
 
 // Restored is what a restore put in place.
@@ -161,7 +164,7 @@ func (o RestoreOptions) extract(ctx context.Context, dir string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", o.Tool.Extract, err)
 	}
-	_, dlErr := stream.DownloadCounted(ctx, o.Store, o.Key, o.Object, countingWriter{in, o.Raw}, o.Read)
+	_, dlErr := stream.DownloadCounted(ctx, o.Store, o.Key, o.Object, countingWriter{in, o.Raw}, o.Read, o.Identities)
 	if dlErr != nil {
 		// What was extracted must not be used: stop the extractor, the caller's directory is
 		// wiped by the next run (the restoring mark stays).

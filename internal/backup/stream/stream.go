@@ -14,9 +14,11 @@ import (
 	"io"
 	"sync/atomic"
 
+	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 )
 
@@ -56,11 +58,19 @@ func (cr counting) Read(p []byte) (int, error) {
 // (named name: the compressed size and SHA-256) and the uncompressed size. When r fails, or ends
 // the context, nothing is stored under key (the upload is aborted). raw, when set, counts the
 // uncompressed bytes as they are read.
-func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.Reader, raw *Counter) (backup.Object, int64, error) {
+//
+// With recipients (to), the compressed stream is encrypted to them (internal/backup/seal) before it
+// is put: the object's size and SHA-256 are those of the encrypted bytes.
+func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.Reader, raw *Counter, to []age.Recipient) (backup.Object, int64, error) {
 	pr, pw := io.Pipe()
 	var read int64
 	go func() {
-		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+		sealed, err := seal.Seal(pw, to)
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		enc, err := zstd.NewWriter(sealed, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			pw.CloseWithError(err)
 			return
@@ -68,6 +78,9 @@ func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.R
 		n, err := io.Copy(enc, counting{r, raw})
 		read = n
 		if cerr := enc.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := sealed.Close(); err == nil {
 			err = cerr
 		}
 		if err == nil {
@@ -93,19 +106,27 @@ func Upload(ctx context.Context, st *objectstore.Store, key, name string, r io.R
 // how many. The object's size and SHA-256 are checked as it is read: a damaged object ends in a
 // backup.ErrDamaged error naming key, and what was written to w before it must not be used.
 func Download(ctx context.Context, st *objectstore.Store, key string, o backup.Object, w io.Writer) (int64, error) {
-	return DownloadCounted(ctx, st, key, o, w, nil)
+	return DownloadCounted(ctx, st, key, o, w, nil, seal.Identities{})
 }
 
 // DownloadCounted is Download that also counts the object's (compressed) bytes as they are read,
-// into read when it is set: how far through the object a restore is (progress).
-func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o backup.Object, w io.Writer, read *Counter) (int64, error) {
+// into read when it is set: how far through the object a restore is (progress). An encrypted
+// object is decrypted with ids (none of which opening it is seal.ErrNoIdentity, not damage).
+func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o backup.Object, w io.Writer, read *Counter, ids seal.Identities) (int64, error) {
 	body, err := st.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = body.Close() }()
 	vr := backup.Verified(key, o, counting{body, read})
-	dec, err := zstd.NewReader(vr, zstd.WithDecoderConcurrency(1))
+	plain, err := seal.Open(vr, ids)
+	switch {
+	case errors.Is(err, seal.ErrNoIdentity):
+		return 0, fmt.Errorf("%s: %w", key, err)
+	case err != nil:
+		plain = failing{err}
+	}
+	dec, err := zstd.NewReader(plain, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return 0, err
 	}
@@ -119,7 +140,7 @@ func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o b
 		case errors.Is(verr, backup.ErrDamaged):
 			return n, verr
 		case verr == nil && ctx.Err() == nil:
-			return n, fmt.Errorf("%s is the object its manifest records but does not decompress (%v): %w", key, err, backup.ErrDamaged)
+			return n, fmt.Errorf("%s is the object its manifest records but does not decrypt or decompress (%v): %w", key, err, backup.ErrDamaged)
 		}
 		return n, fmt.Errorf("read %s: %w", key, err)
 	}
@@ -130,6 +151,13 @@ func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o b
 	}
 	return n, nil
 }
+
+// failing is a reader whose every Read fails with its error (an object whose encryption header
+// does not parse: the decompressor meets the error, and the rest of the object decides whether it
+// is damage).
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
 
 // WriteManifest checks m and writes it into its backup's directory: the commit marker, written
 // last, after every object it lists is stored.

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/mysqlctl/mysqlctl/internal/backup"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 	"github.com/mysqlctl/mysqlctl/internal/testenv"
@@ -50,7 +54,7 @@ func TestUploadDownload(t *testing.T) {
 	_, st := store(t)
 	body := data(24 << 20)
 	var raw stream.Counter
-	o, n, err := stream.Upload(t.Context(), st, "b/data.xb.zst", "data.xb.zst", io.MultiReader(bytes.NewReader(body)), &raw)
+	o, n, err := stream.Upload(t.Context(), st, "b/data.xb.zst", "data.xb.zst", io.MultiReader(bytes.NewReader(body)), &raw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +87,7 @@ func (d *dying) Read(p []byte) (int, error) {
 func TestSourceDiesNothingStored(t *testing.T) {
 	_, st := store(t)
 	_, _, err := stream.Upload(t.Context(), st, "b/data.xb.zst", "data.xb.zst",
-		&dying{bytes.NewReader(data(12 << 20)), errors.New("mariadb-backup: exit status 1")}, nil)
+		&dying{bytes.NewReader(data(12 << 20)), errors.New("mariadb-backup: exit status 1")}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "mariadb-backup: exit status 1") || !strings.Contains(err.Error(), "after 12582912 bytes") {
 		t.Fatalf("upload = %v", err)
 	}
@@ -99,7 +103,7 @@ func TestSourceDiesNothingStored(t *testing.T) {
 // refused by name when read back, whatever the decompressor made of it.
 func TestDamagedObjectRefused(t *testing.T) {
 	s, st := store(t)
-	o, _, err := stream.Upload(t.Context(), st, "b/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<20)), nil)
+	o, _, err := stream.Upload(t.Context(), st, "b/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<20)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +129,11 @@ func TestDamagedObjectRefused(t *testing.T) {
 // backup's, copied over it) decompresses cleanly and is still refused, by the manifest's SHA-256.
 func TestSwappedObjectRefused(t *testing.T) {
 	_, st := store(t)
-	o, _, err := stream.Upload(t.Context(), st, "b1/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<20)), nil)
+	o, _, err := stream.Upload(t.Context(), st, "b1/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<20)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := stream.Upload(t.Context(), st, "b1/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<19)), nil); err != nil {
+	if _, _, err := stream.Upload(t.Context(), st, "b1/data.xb.zst", "data.xb.zst", bytes.NewReader(data(1<<19)), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err = stream.Download(t.Context(), st, "b1/data.xb.zst", o, io.Discard)
@@ -137,3 +141,67 @@ func TestSwappedObjectRefused(t *testing.T) {
 		t.Fatalf("another valid object read as the recorded one: %v", err)
 	}
 }
+
+// TestUploadDownloadEncrypted: a stream encrypted to a public key is stored in the real store as
+// age's format (none of the plain bytes readable) and comes back whole with the private key; the
+// wrong key is told apart from damage (nothing is read), and a byte changed in the store is damage,
+// found by the SHA-256 without any key.
+func TestUploadDownloadEncrypted(t *testing.T) {
+	s3, st := store(t)
+	key, other := mustKey(t), mustKey(t)
+	to, err := seal.ParseRecipients([]string{key.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("acknowledged row\n"), 1<<20) // 17 MiB, parts of 5 MiB
+	o, n, err := stream.Upload(t.Context(), st, "e/data.xb.zst", "data.xb.zst", bytes.NewReader(body), nil, to)
+	if err != nil || n != int64(len(body)) {
+		t.Fatalf("upload: %d, %v", n, err)
+	}
+	stored, err := st.Get(t.Context(), "e/data.xb.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(stored)
+	_ = stored.Close()
+	if err != nil || int64(len(raw)) != o.Size || !bytes.HasPrefix(raw, []byte("age-encryption.org/v1")) || bytes.Contains(raw, []byte("acknowledged")) {
+		t.Fatalf("stored %d bytes (%v), manifest %d: want age's format, nothing readable", len(raw), err, o.Size)
+	}
+	ids := func(k *age.X25519Identity) seal.Identities {
+		is, err := seal.ParseIdentities(k.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return is
+	}
+	var out bytes.Buffer
+	if got, err := stream.DownloadCounted(t.Context(), st, "e/data.xb.zst", o, &out, nil, ids(key)); err != nil || got != n || !bytes.Equal(out.Bytes(), body) {
+		t.Fatalf("download with the key: %d bytes, %v", got, err)
+	}
+	out.Reset()
+	_, err = stream.DownloadCounted(t.Context(), st, "e/data.xb.zst", o, &out, nil, ids(other))
+	if !errors.Is(err, seal.ErrNoIdentity) || errors.Is(err, backup.ErrDamaged) || out.Len() != 0 || !strings.Contains(err.Error(), "e/data.xb.zst") {
+		t.Errorf("download with another key: %v, %d bytes; want ErrNoIdentity naming the object, nothing written", err, out.Len())
+	}
+	if _, err := stream.Download(t.Context(), st, "e/data.xb.zst", o, io.Discard); !errors.Is(err, backup.ErrDamaged) {
+		t.Errorf("read without a key: %v; want it refused (it does not decompress)", err)
+	}
+	raw[len(raw)/2] ^= 1
+	if _, err := s3.Client().PutObject(t.Context(), &s3api.PutObjectInput{Bucket: &s3.Bucket, Key: ptrTo("m/e/data.xb.zst"), Body: bytes.NewReader(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.DownloadCounted(t.Context(), st, "e/data.xb.zst", o, io.Discard, nil, ids(key)); !errors.Is(err, backup.ErrDamaged) {
+		t.Errorf("a byte changed in the store: %v; want ErrDamaged", err)
+	}
+}
+
+func mustKey(t *testing.T) *age.X25519Identity {
+	t.Helper()
+	k, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func ptrTo(s string) *string { return &s }
