@@ -232,6 +232,9 @@ func backupLine(c *v1.MysqlCluster, now time.Time) (line string, ok bool) {
 	if rule, ok := catalog.RetentionOf(c); ok {
 		parts = append(parts, "retention: "+rule.String())
 	}
+	if b := c.Spec.Backup; b != nil && b.Encryption != nil {
+		parts = append(parts, fmt.Sprintf("encrypted to %d age key(s)", len(b.Encryption.Recipients)))
+	}
 	return strings.Join(parts, "; "), true
 }
 

@@ -323,6 +323,10 @@ func TestBackupLine(t *testing.T) {
 	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; retention: keep the newest 7 and those finished within 720h0m0s, and at least the newest 2`) {
 		t.Errorf("a retention rule: %q", line)
 	}
+	c.Spec.Backup.Encryption = &v1.BackupEncryption{Recipients: []string{"age1a", "age1b"}}
+	if line, _ := backupLine(c, now); !strings.HasSuffix(line, `; encrypted to 2 age key(s)`) {
+		t.Errorf("encrypted backups: %q", line)
+	}
 }
 
 func TestScaleLine(t *testing.T) {
