@@ -242,8 +242,11 @@ func newCmdAgentRestore(f *cmdutil.Factory) *cobra.Command {
 			}
 			if decrypt {
 				ids, err := seal.ParseIdentities(f.Getenv(backup.EnvIdentity))
-				if err != nil || ids.Empty() {
-					return cmdutil.FlagErrorf("--decrypt needs the identity file's text in %s (%v)", backup.EnvIdentity, err)
+				switch {
+				case err != nil:
+					return fmt.Errorf("--decrypt: %s: %w", backup.EnvIdentity, err)
+				case ids.Empty():
+					return cmdutil.FlagErrorf("--decrypt needs the identity file's text in %s, and it holds no key", backup.EnvIdentity)
 				}
 				// No tool this agent runs needs the private key.
 				_ = os.Unsetenv(backup.EnvIdentity)

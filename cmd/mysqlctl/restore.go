@@ -42,9 +42,8 @@ type RestoreOptions struct {
 	url           backupURL
 	// Identity is --identity, the age identity file that opens an encrypted backup; identities
 	// what it holds (read once the backup is known to be encrypted).
-	Identity   string
-	identities seal.Identities
-	identity   []byte
+	Identity string
+	identity []byte
 	// Image replaces the source's spec.image (default: the source's).
 	Image    string
 	Replicas int32
@@ -84,6 +83,11 @@ NEWNAME' continues its recorded stage). Its volume must be new and empty.
 
 The new cluster's credentials Secret is a copy of NAME's (the restored data holds NAME's accounts
 and passwords, as they were when the backup was taken).
+
+A backup encrypted to age public keys (spec.backup.encryption) needs --identity FILE, an age
+identity file with the private key of one of them; it is refused before anything is made without
+one. The keys of the file that open the backup are put in the Secret NEWNAME-restore-identity for
+the restore Job, and deleted once the data is in place.
 
 NEWNAME is made in the namespace of -n (the context's by default), and NAME is read from the same
 namespace unless --from-namespace names another. Restored into another namespace, the new cluster
@@ -128,7 +132,7 @@ starts, and the bootstrap sets those of replication's, mysqlctl's and the applic
 	fl.StringVar(&o.FromNamespace, "from-namespace", "", "With --from: the namespace of NAME (default: the new cluster's, that of -n)")
 	fl.StringVar(&o.FromURL, "from-url", "", "Restore from the bucket alone: s3://BUCKET/[PREFIX]NAMESPACE/NAME/backups/[BACKUP], as 'backup list' prints it (needs -f)")
 	fl.StringVarP(&o.File, "filename", "f", "", "With --from-url: a MysqlCluster manifest whose spec the new cluster gets (its spec.backup names the bucket)")
-	fl.StringVar(&o.Identity, "identity", "", "An age identity file (age-keygen's, AGE-SECRET-KEY-1…) whose private key opens an encrypted backup")
+	fl.StringVar(&o.Identity, "identity", "", "An age identity file (age-keygen's, AGE-SECRET-KEY-1…) whose private key opens an encrypted backup; the keys of it that do are put in the Secret NEWNAME-restore-identity until the data is in place")
 	fl.StringVar(&o.Image, "image", "", "The new cluster's server image (default: the source's spec.image); it must be of the backup's server series")
 	fl.Int32Var(&o.Replicas, "replicas", 0, "Instances of the new cluster (default: as many as the source's spec.replicas)")
 	fl.StringVar(&o.Endpoint, "endpoint", "", endpointUsage)
@@ -464,16 +468,18 @@ func (o *RestoreOptions) readIdentity(id string, recipients []string) error {
 		return fmt.Errorf("%w: --identity %s holds the private keys of %s, and backup %s is encrypted to %s: none of them opens it",
 			outcome.ErrInvalid, o.Identity, strings.Join(ids.Public(), ", "), id, strings.Join(recipients, ", "))
 	}
-	o.identities, o.identity = ids, b
+	only, _ := ids.Only(recipients)
+	o.identity = []byte(only)
 	return nil
 }
 
 // ensureIdentity gives a restore of an encrypted backup whose data is not in place yet the
-// Secret with the private key its Job decrypts with (owned by the new cluster, and deleted by the
-// restore once the data is in place). Without --identity an existing Secret is used as it is.
+// Secret with the private key its Job decrypts with: only the keys of the file that are among the
+// backup's recipients, owned by the new cluster, and deleted by the restore once the data is in
+// place. Without --identity an existing Secret is used as it is.
 func (o *RestoreOptions) ensureIdentity(ctx context.Context, c client.Client, target *v1.MysqlCluster) error {
 	rs := target.Spec.Restore
-	if len(rs.EncryptedTo) == 0 || target.Status.Restore != nil && target.Status.Restore.RestoredAt != nil {
+	if len(rs.EncryptedTo) == 0 || !specs.RestorePending(target) {
 		return nil
 	}
 	if o.identity == nil {
@@ -494,9 +500,15 @@ func (o *RestoreOptions) ensureIdentity(ctx context.Context, c client.Client, ta
 	}
 	if err != nil {
 		// The error names the object, never its data.
-		return errors.New("create Secret " + s.Namespace + "/" + s.Name + ": " + string(apierrors.ReasonForError(err)))
+		return errors.New("write Secret " + s.Namespace + "/" + s.Name + ": " + string(apierrors.ReasonForError(err)))
 	}
 	return nil
+}
+
+// deleteIdentity deletes the restore's private key of a cluster this run made and is undoing: not
+// left to the garbage collector, which would keep it a while longer.
+func deleteIdentity(ctx context.Context, c client.Client, target *v1.MysqlCluster) {
+	_ = c.Delete(context.WithoutCancel(ctx), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: specs.RestoreIdentitySecretName(target)}})
 }
 
 // newestComplete is the newest complete backup among the entries (IDs sort by time).
@@ -546,8 +558,14 @@ func restoreTarget(src *v1.MysqlCluster, ns, name, image string, m *backup.Manif
 func (o *RestoreOptions) createTargetWith(ctx context.Context, c client.Client, src, target *v1.MysqlCluster,
 	secret func(context.Context, client.Client, *v1.MysqlCluster, *v1.MysqlCluster) (bool, error),
 ) error {
-	if err := c.Create(ctx, target.DeepCopy(), client.DryRunAll); err != nil {
+	probe := target.DeepCopy()
+	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
 		return cmdutil.ExplainAPIError(err)
+	}
+	if len(target.Spec.Restore.EncryptedTo) > 0 && len(probe.Spec.Restore.EncryptedTo) == 0 {
+		// An older CRD drops the field it does not know: the Job would not decrypt.
+		return fmt.Errorf("%w: the MysqlCluster CRD of this Kubernetes cluster predates encrypted backups (it drops spec.restore.encryptedTo): run '%s install' to update it, then run this command again",
+			outcome.ErrConfig, o.f.DisplayName)
 	}
 	// The Secret first: a run killed after it leaves a copy the next run takes as its own.
 	secretCreated, err := secret(ctx, c, src, target)
@@ -562,9 +580,11 @@ func (o *RestoreOptions) createTargetWith(ctx context.Context, c client.Client, 
 		return undoCreated(ctx, c, nil, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))
 	}
 	if err := o.ensureIdentity(ctx, c, target); err != nil {
+		deleteIdentity(ctx, c, target)
 		return undoCreated(ctx, c, target, secretSelf(target, secretCreated), err)
 	}
 	if _, err := orchestrate.ApplyDerived(ctx, c, target, specs.Convergence{}); err != nil {
+		deleteIdentity(ctx, c, target)
 		return undoCreated(ctx, c, target, secretSelf(target, secretCreated), cmdutil.ExplainAPIError(err))
 	}
 	if o.Wait {

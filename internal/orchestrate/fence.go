@@ -351,9 +351,14 @@ func newPrimaryBudget(c *v1.MysqlCluster) time.Duration {
 
 // bsGuard keeps every instance but the primary read-only while a converge runs: a former
 // primary that came back writable (thawed, or its network healed) is fenced before any stage
-// touches it, CreatingUsers included.
+// touches it, CreatingUsers included. Before each stage of a bootstrap it deletes a restore's
+// private key once the data is in place (dropRestoreIdentity).
 func (r *Runner) bsGuard(ctx context.Context, x *stageEnv) (string, func(*v1.MysqlClusterStatus), error) {
-	if x.op.Type != OperationConverge || x.ss == nil {
+	if x.op.Type != OperationConverge {
+		// A restore's private key goes as soon as the data is in place.
+		return "", nil, r.dropRestoreIdentity(ctx, x.c)
+	}
+	if x.ss == nil {
 		return "", nil, nil
 	}
 	for _, m := range x.members {

@@ -101,9 +101,6 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		if err := r.deleteJob(ctx, c, name, "restore", false); err != nil {
 			return "", nil, err
 		}
-		if err := r.dropRestoreIdentity(ctx, c); err != nil {
-			return "", nil, err
-		}
 		now := metav1.NewTime(r.Clock())
 		return StageStartingInstance, func(s *v1.MysqlClusterStatus) {
 			s.Restore = &v1.RestoreStatus{BackupID: c.Spec.Restore.BackupID, GTIDPosition: res.GTIDPosition, Job: name, RestoredAt: &now}
@@ -118,6 +115,10 @@ func (r *Runner) bsRestoringData(ctx context.Context, x *stageEnv) (string, func
 		return "", nil, fmt.Errorf("the restore Job %s failed: %s; it is deleted, and 'resume %s' runs it again once the cause is fixed", name, why, c.Name)
 	case pod == nil:
 		return "", nil, notYet("the restore Job %s has no pod yet", name)
+	}
+	// A pod whose private key is gone would wait for it until the Job's deadline.
+	if err := r.restoreIdentityThere(ctx, c); err != nil {
+		return "", nil, err
 	}
 	return "", nil, notYet("the restore Job %s restores backup %s (pod %s %s)", name, c.Spec.Restore.BackupID, pod.Name, pod.Status.Phase)
 }
@@ -308,6 +309,7 @@ func binlogHolds(state []gtid.MariaDBGTID, want gtid.MariaDBPos) bool {
 // restoreIdentityThere checks, for an encrypted backup, that the Secret with the private key the
 // restore Job decrypts it with exists (a Job whose Secret is missing would only wait): the restore
 // command makes it from the identity file it is given, and it is deleted once the data is in place.
+// Its absence is for a person to fix (a configuration refusal: not retried in a tight loop).
 func (r *Runner) restoreIdentityThere(ctx context.Context, c *v1.MysqlCluster) error {
 	if len(c.Spec.Restore.EncryptedTo) == 0 {
 		return nil
@@ -316,18 +318,20 @@ func (r *Runner) restoreIdentityThere(ctx context.Context, c *v1.MysqlCluster) e
 	err := r.Kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &corev1.Secret{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%w: backup %s is encrypted, and the Secret %s/%s with a private key that opens it is not there: run the restore command again with --identity FILE (an age identity file of one of %s), which makes it",
-			outcome.ErrInvalid, c.Spec.Restore.BackupID, c.Namespace, name, strings.Join(c.Spec.Restore.EncryptedTo, ", "))
+		return fmt.Errorf("%w: backup %s is encrypted, and the Secret %s/%s with a private key that opens it is not there: run the restore command again with --identity FILE (an age identity file of one of %s), or create it ('kubectl create secret generic %s -n %s --from-file=%s=FILE') and run 'resume %s'",
+			outcome.ErrConfig, c.Spec.Restore.BackupID, c.Namespace, name, strings.Join(c.Spec.Restore.EncryptedTo, ", "), name, c.Namespace, specs.RestoreIdentityKey, c.Name)
 	case err != nil:
 		return notYet("read the Secret %s: %v", name, err)
 	}
 	return nil
 }
 
-// dropRestoreIdentity deletes the Secret with the private key once the data is in place: nothing
-// needs it any more, and the cluster keeps only public keys.
+// dropRestoreIdentity deletes the Secret with the private key once the data is in place (it is
+// idempotent, and runs before every later stage of the bootstrap, so that one made again by a late
+// restore command is deleted too): nothing needs it any more, and the cluster keeps only public
+// keys.
 func (r *Runner) dropRestoreIdentity(ctx context.Context, c *v1.MysqlCluster) error {
-	if len(c.Spec.Restore.EncryptedTo) == 0 {
+	if c.Spec.Restore == nil || len(c.Spec.Restore.EncryptedTo) == 0 || specs.RestorePending(c) {
 		return nil
 	}
 	name := specs.RestoreIdentitySecretName(c)

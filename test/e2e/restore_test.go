@@ -145,6 +145,9 @@ func checkRestoredElsewhere(t *testing.T, ctx context.Context, src, id, root, wa
 		if res := mysqlctl(t, "delete", src, "--delete-data", "--yes", "-n", ns); res.code != 0 {
 			t.Errorf("delete %s/%s: %d %s", ns, src, res.code, res.stderr)
 		}
+		if err := r.Client.CoreV1().Secrets(ns).Delete(context.Background(), copied.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the bucket Secret copied into %s: %v", ns, err)
+		}
 	}()
 	start := time.Now()
 	res := mysqlctl(t, "restore", src, "-n", ns, "--from", src+"/"+id, "--from-namespace", "default", "--replicas", "1")

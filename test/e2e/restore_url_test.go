@@ -127,13 +127,36 @@ func TestRestoreFromBucketAlone(t *testing.T) {
 		if err := kube(t).Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &v1.MysqlCluster{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("restore, %s: the cluster exists (%v)", c.what, err)
 		}
+		for _, s := range []string{name + "-credentials", name + "-restore-identity"} {
+			if _, err := r.Client.CoreV1().Secrets("default").Get(ctx, s, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("restore, %s: the Secret %s exists (%v)", c.what, s, err)
+			}
+		}
 	}
 
-	// The CLI killed once the cluster is created, then run again with the same command line.
+	// The CLI killed once the cluster is created; its private key then lost: a resume stops and
+	// says how to give it again. Given again, the CLI is killed once the data is in place (the
+	// key still there), and run again with the same command line: the key is deleted.
 	args := []string{"restore", name, "--from-url", url, "-f", file, "--identity", identity}
-	outputs = append(outputs, killAt(t, ctx, orchestrate.StageStartingInstance, args...))
+	outputs = append(outputs, killAt(t, ctx, orchestrate.StageRestoringData, args...))
 	defer deleteCluster(t, name)
-	res := mysqlctl(t, append(args, "-o", "json")...)
+	idSecret := name + "-restore-identity"
+	if err := r.Client.CoreV1().Secrets("default").Delete(ctx, idSecret, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("the restore's identity Secret after the first run: %v", err)
+	}
+	res := mysqlctl(t, "resume", name)
+	outputs = append(outputs, res.stdout, res.stderr)
+	if res.code != 6 || !strings.Contains(res.stderr, "is encrypted, and the Secret default/"+idSecret+" with a private key that opens it is not there: run the restore command again with --identity FILE") {
+		t.Errorf("resume without the private key: exit %d %q; want 6 and how to give it", res.code, res.stderr)
+	}
+	outputs = append(outputs, killAt(t, ctx, orchestrate.StageStartingInstance, args...))
+	if c := getCluster(t, ctx, name); c.Status.Restore == nil || c.Status.Restore.RestoredAt == nil {
+		t.Fatalf("killed at StartingInstance: status.restore %+v; want the data in place", c.Status.Restore)
+	}
+	if _, err := r.Client.CoreV1().Secrets("default").Get(ctx, idSecret, metav1.GetOptions{}); err != nil {
+		t.Errorf("the identity Secret before StartingInstance: %v; want it kept until then", err)
+	}
+	res = mysqlctl(t, append(args, "-o", "json")...)
 	outputs = append(outputs, res.stdout, res.stderr)
 	if res.code != 0 {
 		t.Fatalf("restore --from-url: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)

@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+
 	"github.com/mysqlctl/mysqlctl/internal/backup"
 	"github.com/mysqlctl/mysqlctl/internal/backup/physical"
+	"github.com/mysqlctl/mysqlctl/internal/backup/seal"
 	"github.com/mysqlctl/mysqlctl/internal/backup/stream"
 	"github.com/mysqlctl/mysqlctl/internal/objectstore"
 	"github.com/mysqlctl/mysqlctl/internal/topology/mariadbtest"
@@ -156,6 +159,7 @@ func BenchmarkBackupThroughput(b *testing.B) {
 			fill(b, src, mb)
 			_, st := store(b)
 			ctx := context.Background()
+			to, ids := benchEncryption(b)
 			for i := 0; i < b.N; i++ {
 				var bk, rawBk, rs, rawRs []time.Duration
 				var dataBytes, stored, rawStored int64
@@ -163,6 +167,7 @@ func BenchmarkBackupThroughput(b *testing.B) {
 					key := fmt.Sprintf("n%d/r%d/", i, r)
 					o := takeOptions(src, st, b)
 					o.Key = key + physical.ObjectName
+					o.Recipients = to
 					began := time.Now()
 					taken, err := physical.Take(ctx, o)
 					if err != nil {
@@ -183,7 +188,7 @@ func BenchmarkBackupThroughput(b *testing.B) {
 					dir := b.TempDir()
 					began = time.Now()
 					if _, err := physical.Restore(ctx, physical.RestoreOptions{Tool: physical.MariaDB, Store: st, Key: o.Key, Object: taken.Object,
-						BackupID: key, DataDir: dir, UseMemory: "256M"}); err != nil {
+						BackupID: key, DataDir: dir, UseMemory: "256M", Identities: ids}); err != nil {
 						b.Fatalf("restore: %v", err)
 					}
 					rs = append(rs, time.Since(began))
@@ -216,6 +221,24 @@ func BenchmarkBackupThroughput(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchEncryption is, with MYSQLCTL_BENCH_ENCRYPT=1, a new age key to encrypt the backups to and
+// its identity to restore them with (what encryption costs, against a run without it).
+func benchEncryption(b *testing.B) ([]age.Recipient, seal.Identities) {
+	if os.Getenv("MYSQLCTL_BENCH_ENCRYPT") != "1" {
+		return nil, seal.Identities{}
+	}
+	k, err := age.GenerateX25519Identity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := seal.ParseIdentities(k.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Log("backups encrypted to " + k.Recipient().String())
+	return []age.Recipient{k.Recipient()}, ids
 }
 
 // rawRestore is the restore baseline: the raw tar downloaded, decompressed and unpacked.

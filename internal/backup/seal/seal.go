@@ -83,6 +83,19 @@ func (is Identities) Opens(recipients []string) bool {
 	return false
 }
 
+// Only is an identity file of just the identities whose public key is one of the recipients (a
+// file may hold other keys, which a restore has no business carrying into a cluster), and whether
+// there is one.
+func (is Identities) Only(recipients []string) (string, bool) {
+	var b strings.Builder
+	for i, p := range is.public {
+		if slices.Contains(recipients, p) {
+			b.WriteString("# public key: " + p + "\n" + is.ids[i].(*age.X25519Identity).String() + "\n")
+		}
+	}
+	return b.String(), b.Len() > 0
+}
+
 // Public are the identities' public keys (safe to print).
 func (is Identities) Public() []string { return slices.Clone(is.public) }
 

@@ -60,6 +60,18 @@ func TestSealOpen(t *testing.T) {
 			t.Errorf("opened with the %s identity: %d bytes, %v; want the plain text", name, len(got), err)
 		}
 	}
+	// A file of several keys: only the one that opens the backup is kept.
+	both, err := seal.ParseIdentities(other.String() + "\n" + b.String() + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	only, ok := both.Only(recipients)
+	if kept, err := seal.ParseIdentities(only); !ok || err != nil || len(kept.Public()) != 1 || kept.Public()[0] != b.Recipient().String() || strings.Contains(only, other.String()) {
+		t.Errorf("Only = %v (%v): want the second key alone", ok, err)
+	}
+	if _, ok := both.Only([]string{"age1none"}); ok {
+		t.Error("Only found a key for a recipient none of them is")
+	}
 	wrong, err := seal.ParseIdentities(other.String())
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,10 @@ func DownloadCounted(ctx context.Context, st *objectstore.Store, key string, o b
 	plain, err := seal.Open(vr, ids)
 	switch {
 	case errors.Is(err, seal.ErrNoIdentity):
+		// A damaged header reads as a key that does not match: the rest of the object decides.
+		if _, verr := io.Copy(io.Discard, vr); errors.Is(verr, backup.ErrDamaged) {
+			return 0, verr
+		}
 		return 0, fmt.Errorf("%s: %w", key, err)
 	case err != nil:
 		plain = failing{err}
